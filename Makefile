@@ -1,0 +1,60 @@
+# clawpen — two commands: `make run` (the host) and `make test` (everything).
+GO        ?= go
+BIN       := bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+FUZZTIME  ?= 10s
+
+.PHONY: all build run test vet fuzz bench deps doctor clean
+
+all: build
+
+# System packages the host needs: bubblewrap (sandbox), prlimit (util-linux,
+# sandbox limits), gcc (cgo for SQLite). Installed only when missing.
+deps:
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v prlimit >/dev/null || missing="$$missing util-linux"; \
+	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "missing packages:$$missing — install them with: sudo apt-get install$$missing"; exit 1; fi; \
+	fi
+
+build: $(BIN)/clawpen $(BIN)/clawpen-agent
+
+$(BIN)/clawpen: FORCE
+	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/clawpen
+
+# The agent runs inside sandboxes: static, no cgo.
+$(BIN)/clawpen-agent: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/clawpen-agent
+
+FORCE:
+
+run: deps build
+	@test -f .env || { echo "No .env: cp configs/.env.example .env and fill in TELEGRAM_BOT_TOKEN and ANTHROPIC_API_KEY"; exit 1; }
+	./$(BIN)/clawpen serve
+
+doctor: build
+	./$(BIN)/clawpen doctor
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+test: deps build vet
+	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Every fuzz target for a bounded time (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+	  done; done; echo "fuzz: all targets ran for $(FUZZTIME) each"
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./test/bench/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/job"
+	"github.com/clawpen/clawpen/test/fakellm"
+)
+
+// parseEvents decodes stdout lines with the host's parser.
+func parseEvents(t *testing.T, out []byte) []job.Event {
+	t.Helper()
+	var evs []job.Event
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		ev, err := job.ParseEvent(sc.Bytes())
+		require.NoError(t, err, "line %q", sc.Text())
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// serveLLM serves the fake provider on a unix socket and returns its path.
+func serveLLM(t *testing.T) (*fakellm.Server, string) {
+	t.Helper()
+	llm := fakellm.NewHandler()
+	dir, err := os.MkdirTemp("", "cpm")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "host.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: llm}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return llm, sock
+}
+
+func isolatedJob(prompt string) []byte {
+	b, _ := json.Marshal(job.Job{Version: job.Version, Group: "g", ContextMode: "isolated", Prompt: prompt})
+	return b
+}
+
+func TestRunInProcess(t *testing.T) {
+	tests := []struct {
+		name     string
+		stdin    string
+		wantCode int
+		want     []job.Event
+	}{
+		{"empty stdin", "", 1, []job.Event{{Type: job.EventReady}, {Type: job.EventError, Error: "invalid job: decode job: EOF"}}},
+		{"wrong version", `{"v":2,"group":"g","prompt":"p","context_mode":"group"}`, 1,
+			[]job.Event{{Type: job.EventReady}, {Type: job.EventError, Error: "invalid job: job version 2, want 1"}}},
+		{"unknown field", `{"v":1,"group":"g","prompt":"p","context_mode":"group","evil":1}`, 1,
+			[]job.Event{{Type: job.EventReady}, {Type: job.EventError, Error: `invalid job: decode job: json: unknown field "evil"`}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(strings.NewReader(tt.stdin), &stdout, &stderr)
+			assert.Equal(t, tt.wantCode, code)
+			assert.Equal(t, tt.want, parseEvents(t, stdout.Bytes()))
+		})
+	}
+}
+
+func TestRunInProcessAgainstSocket(t *testing.T) {
+	llm, sock := serveLLM(t)
+	t.Setenv("CLAWPEN_HOST_SOCKET", sock)
+	var stdout, stderr bytes.Buffer
+	code := run(bytes.NewReader(isolatedJob("hi there")), &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, []job.Event{{Type: job.EventReady}, {Type: job.EventResult, Text: "echo: hi there"}}, parseEvents(t, stdout.Bytes()))
+	assert.Len(t, llm.Requests(), 1)
+}
+
+func TestStaticBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "clawpen-agent")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "binary has a dynamic loader")
+		assert.NotEqual(t, elf.PT_DYNAMIC, p.Type, "binary has a dynamic section")
+	}
+	libs, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	assert.Empty(t, libs)
+
+	t.Run("invalid job", func(t *testing.T) {
+		cmd := exec.Command(bin)
+		cmd.Stdin = strings.NewReader("not json")
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		err := cmd.Run()
+		var exitErr *exec.ExitError
+		require.ErrorAs(t, err, &exitErr)
+		assert.Equal(t, 1, exitErr.ExitCode())
+		evs := parseEvents(t, stdout.Bytes())
+		require.Len(t, evs, 2)
+		assert.Equal(t, job.EventReady, evs[0].Type)
+		assert.Equal(t, job.EventError, evs[1].Type)
+		assert.Contains(t, evs[1].Error, "invalid job")
+	})
+
+	t.Run("echo through the socket", func(t *testing.T) {
+		llm, sock := serveLLM(t)
+		cmd := exec.Command(bin)
+		cmd.Env = []string{"CLAWPEN_HOST_SOCKET=" + sock, "ANTHROPIC_API_KEY=must-not-be-sent"}
+		cmd.Stdin = bytes.NewReader(isolatedJob("from the binary"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), stderr.String())
+		assert.Equal(t, []job.Event{{Type: job.EventReady}, {Type: job.EventResult, Text: "echo: from the binary"}}, parseEvents(t, stdout.Bytes()))
+		reqs := llm.Requests()
+		require.Len(t, reqs, 1)
+		assert.Empty(t, reqs[0].Header.Get("X-Api-Key"), "the agent never sends a key, even one in its env")
+	})
+}

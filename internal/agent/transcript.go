@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+const (
+	transcriptName    = "transcript.json"
+	transcriptVersion = 1
+	// TranscriptBudget is the size the saved history is trimmed to.
+	TranscriptBudget = 200 << 10
+)
+
+type transcriptDoc struct {
+	Version  int       `json:"v"`
+	Messages []Message `json:"messages"`
+}
+
+// loadTranscript reads the saved history; a missing file is an empty history.
+func loadTranscript(path string) ([]Message, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	var doc transcriptDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("decode transcript: %w", err)
+	}
+	if doc.Version != transcriptVersion {
+		return nil, fmt.Errorf("transcript version %d, want %d", doc.Version, transcriptVersion)
+	}
+	if err := checkPairs(doc.Messages); err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	return doc.Messages, nil
+}
+
+// saveTranscript trims msgs to budget and replaces the file atomically.
+func saveTranscript(path string, msgs []Message, budget int) error {
+	data, err := json.Marshal(transcriptDoc{Version: transcriptVersion, Messages: trimTranscript(msgs, budget)})
+	if err != nil {
+		return fmt.Errorf("encode transcript: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".transcript-*.tmp")
+	if err != nil {
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	return nil
+}
+
+// trimTranscript drops the oldest exchanges until the rest fits budget bytes
+// (JSON). It cuts only before a prompt (a user message that answers no tool
+// call), so a tool_use never loses its tool_result; when even the last
+// exchange is larger than the budget, that exchange is kept whole.
+func trimTranscript(msgs []Message, budget int) []Message {
+	sizes := make([]int, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		b, _ := json.Marshal(m) // Messages hold only strings and valid raw JSON
+		sizes[i] = len(b)
+		total += len(b)
+	}
+	lastCut := -1
+	for i, m := range msgs {
+		if m.Role == RoleUser && !m.hasToolResult() {
+			if total <= budget {
+				return msgs[i:]
+			}
+			lastCut = i
+		}
+		total -= sizes[i]
+	}
+	if lastCut < 0 {
+		return msgs
+	}
+	return msgs[lastCut:]
+}
+
+// checkPairs verifies every tool_use is answered in the next message and every
+// tool_result answers the message before, as the providers require.
+func checkPairs(msgs []Message) error {
+	for i, m := range msgs {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return fmt.Errorf("message %d has role %q", i, m.Role)
+		}
+		uses := m.toolUses()
+		if len(uses) > 0 {
+			if m.Role != RoleAssistant || i+1 >= len(msgs) {
+				return fmt.Errorf("message %d: tool_use without tool_result", i)
+			}
+			answered := map[string]bool{}
+			for _, b := range msgs[i+1].Content {
+				if b.Type == BlockToolResult {
+					answered[b.ToolUseID] = true
+				}
+			}
+			for _, u := range uses {
+				if !answered[u.ID] {
+					return fmt.Errorf("message %d: tool_use %q without tool_result", i, u.ID)
+				}
+			}
+		}
+		if m.hasToolResult() {
+			if i == 0 || len(msgs[i-1].toolUses()) == 0 {
+				return fmt.Errorf("message %d: tool_result without tool_use", i)
+			}
+		}
+	}
+	return nil
+}

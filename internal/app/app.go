@@ -1,0 +1,325 @@
+// Package app assembles the host: store, Telegram adapter, router, queue,
+// sandbox backend and runner, for `clawpen serve`.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/config"
+	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/hostsock"
+	"github.com/clawpen/clawpen/internal/ipc"
+	"github.com/clawpen/clawpen/internal/policy"
+	"github.com/clawpen/clawpen/internal/queue"
+	"github.com/clawpen/clawpen/internal/router"
+	"github.com/clawpen/clawpen/internal/runner"
+	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
+	"github.com/clawpen/clawpen/internal/scheduler"
+	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/internal/telegram"
+)
+
+const offsetKey = "telegram_offset"
+
+// DBPath is the database file under the data dir.
+func DBPath(dataDir string) string { return filepath.Join(dataDir, "clawpen.db") }
+
+// OpenStore prepares the data dir and opens the database.
+func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, DBPath(cfg.DataDir))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return st, nil
+}
+
+// prepareDataDir creates data/ so that the sandbox user can reach its own
+// session dir and socket but list nothing: 0711 when the host is root.
+func prepareDataDir(dir string) error {
+	mode := os.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		mode = 0o711
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "sessions"), runner.SocketsDir(dir)} {
+		if err := os.MkdirAll(d, mode); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// SandboxUser is the host user the sandbox runs as. A non-root host runs it
+// as itself; a root host uses the owner of groups/, or uid/gid 1000 when
+// groups/ belongs to root, so sandbox uid 1000 never maps to host root.
+func SandboxUser(groupsDir string) (uid, gid int, err error) {
+	if os.Geteuid() != 0 {
+		return -1, -1, nil
+	}
+	if err := os.MkdirAll(groupsDir, 0o755); err != nil {
+		return 0, 0, fmt.Errorf("create %s: %w", groupsDir, err)
+	}
+	fi, err := os.Stat(groupsDir)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat %s: %w", groupsDir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && st.Uid != 0 {
+		return int(st.Uid), int(st.Gid), nil
+	}
+	return sandbox.UID, sandbox.GID, nil
+}
+
+// AgentBin finds clawpen-agent: CLAWPEN_AGENT_BIN, beside this executable, then $PATH.
+func AgentBin(cfg config.Config) (string, error) {
+	if cfg.AgentBin != "" {
+		if _, err := os.Stat(cfg.AgentBin); err != nil {
+			return "", fmt.Errorf("CLAWPEN_AGENT_BIN=%s: %w", cfg.AgentBin, err)
+		}
+		return filepath.Abs(cfg.AgentBin)
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "clawpen-agent")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("clawpen-agent")
+	if err != nil {
+		return "", errors.New("clawpen-agent not found beside clawpen nor in $PATH: run `make build` or set CLAWPEN_AGENT_BIN")
+	}
+	return filepath.Abs(p)
+}
+
+// unavailable is the backend when no sandbox can be made: every run fails
+// with the reason, so the chat and the log say why. Nothing runs unsandboxed.
+type unavailable struct{ err error }
+
+func (u unavailable) Name() string { return "none" }
+func (u unavailable) Run(context.Context, sandbox.Spec) (sandbox.Result, error) {
+	return sandbox.Result{}, u.err
+}
+
+// Backend picks the sandbox backend as CLAWPEN_SANDBOX asks. It never
+// returns an unsandboxed runner: on failure it returns one that refuses.
+func Backend(ctx context.Context, cfg config.Config, uid, gid int, log *slog.Logger) runner.Sandbox {
+	if cfg.Sandbox == "docker" {
+		return unavailable{errors.New("CLAWPEN_SANDBOX=docker: the Docker backend is not available in this build; use bwrap or auto")}
+	}
+	bin, err := AgentBin(cfg)
+	if err != nil {
+		return unavailable{fmt.Errorf("no sandbox: %w", err)}
+	}
+	b, err := bwrap.New(bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log})
+	if err != nil {
+		return unavailable{fmt.Errorf("no sandbox: %w (install it with `apt-get install bubblewrap`)", err)}
+	}
+	if err := b.Check(ctx); err != nil {
+		return unavailable{fmt.Errorf("no sandbox: bubblewrap cannot create its namespaces: %w", err)}
+	}
+	return b
+}
+
+// RetryBackoff reads CLAWPEN_RETRY_BACKOFF ("5s,30s,2m"), the waits between
+// retries of a failed agent run before the chat is told.
+func RetryBackoff(getenv func(string) string) ([]time.Duration, error) {
+	v := getenv("CLAWPEN_RETRY_BACKOFF")
+	if v == "" {
+		return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}, nil
+	}
+	var out []time.Duration
+	for _, part := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("CLAWPEN_RETRY_BACKOFF=%q: want durations separated by commas, e.g. 5s,30s,2m", v)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// MinInterval reads CLAWPEN_MIN_INTERVAL, the shortest repeat a task may
+// have (default 1m; tests lower it).
+func MinInterval(getenv func(string) string) (time.Duration, error) {
+	v := getenv("CLAWPEN_MIN_INTERVAL")
+	if v == "" {
+		return time.Minute, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("CLAWPEN_MIN_INTERVAL=%q: want a Go duration of at least 1s", v)
+	}
+	return d, nil
+}
+
+// Serve runs the host until ctx is done.
+func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) error {
+	if err := cfg.RequireServe(); err != nil {
+		return err
+	}
+	backoff, err := RetryBackoff(getenv)
+	if err != nil {
+		return err
+	}
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	uid, gid, err := SandboxUser(cfg.GroupsDir)
+	if err != nil {
+		return err
+	}
+	// Sockets of invocations that a crash left behind; their sandboxes died with us.
+	if err := os.RemoveAll(runner.SocketsDir(cfg.DataDir)); err != nil {
+		return fmt.Errorf("remove stale sockets: %w", err)
+	}
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return err
+	}
+
+	backend := Backend(ctx, cfg, uid, gid, log)
+	if u, ok := backend.(unavailable); ok {
+		log.Error("agents will not run", "reason", u.err)
+	} else {
+		log.Info("sandbox ready", "backend", backend.Name(), "uid", uid, "gid", gid)
+	}
+
+	tg, err := telegram.New(ctx, telegram.Config{Token: cfg.TelegramToken, APIURL: cfg.TelegramAPIURL, Logger: log})
+	if err != nil {
+		return fmt.Errorf("connect to Telegram: %w", err)
+	}
+
+	limits := sandbox.DefaultLimits
+	limits.Timeout = cfg.AgentTimeout
+	run := runner.New(runner.Config{
+		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: uid, RunAsGID: gid,
+		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
+		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
+		Upstreams: hostsock.Config{
+			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
+			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},
+		},
+	}, backend)
+
+	minInterval, err := MinInterval(getenv)
+	if err != nil {
+		return err
+	}
+	defaultPolicy, err := policy.Parse([]byte(getenv("CLAWPEN_SENDER_POLICY")), policy.Default)
+	if err != nil {
+		return fmt.Errorf("CLAWPEN_SENDER_POLICY: %w", err)
+	}
+	var (
+		q     *queue.Queue
+		sched *scheduler.Scheduler
+		rt    *router.Router
+	)
+	ipcHandler := ipc.New(ipc.Config{
+		Store: st, GroupsDir: cfg.GroupsDir, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
+		WakeDelivery: func() { rt.WakeDelivery() }, WakeScheduler: func() { sched.Wake() },
+	})
+	run.SetIPC(ipcHandler.Handle)
+	rt, err = router.New(ctx, router.Config{
+		Store: st, Messenger: tg, Agents: run,
+		Kick:        func(g string) { q.Kick(g) },
+		MinInterval: minInterval, WakeScheduler: func() { sched.Wake() }, DefaultPolicy: defaultPolicy,
+		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: tg.Username(),
+		GroupsDir: cfg.GroupsDir, TZ: cfg.TZ, Logger: log,
+		Status: func(ctx context.Context) string {
+			s := q.Stats()
+			return fmt.Sprintf("Sandbox: %s, %d running (max %d).\nGroups running: %s\nWaiting: %v\n",
+				run.Backend(), run.Running(), cfg.MaxConcurrent, strings.Join(s.Running, ", "), s.Waiting)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	q = queue.New(ctx, queue.Config{MaxConcurrent: cfg.MaxConcurrent, Pending: rt.Pending, GiveUp: rt.GiveUp, Backoff: backoff, Logger: log})
+	sched = scheduler.New(scheduler.Config{
+		Store: st, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
+		Dispatch: func(ctx context.Context, t domain.Task) {
+			q.Add(t.Group, func(ctx context.Context) error { return rt.RunTask(ctx, t) })
+		},
+	})
+
+	var cmds []telegram.Command
+	for _, c := range router.Commands {
+		cmds = append(cmds, telegram.Command{Name: c.Name, Description: c.Description})
+	}
+	if err := tg.SetCommands(ctx, cmds); err != nil {
+		log.Warn("register commands with Telegram", "err", err)
+	}
+	if code := rt.PairingCode(); code != "" {
+		fmt.Fprintf(os.Stdout, "No owner yet. Send this to @%s in a private chat to become the owner:\n\n    /pair %s\n\n", tg.Username(), code)
+		log.Info("waiting for pairing", "bot", tg.Username())
+	}
+
+	go rt.Deliver(ctx)
+	go func() {
+		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("scheduler stopped", "err", err)
+		}
+	}()
+	if err := rt.RecoverPending(ctx); err != nil {
+		return err
+	}
+
+	offset := int64(0)
+	if v, ok, err := st.State(ctx, offsetKey); err != nil {
+		return fmt.Errorf("read update offset: %w", err)
+	} else if ok {
+		offset, _ = strconv.ParseInt(v, 10, 64)
+	}
+	log.Info("clawpen serving", "bot", tg.Username(), "sandbox", backend.Name(), "offset", offset)
+	err = tg.Poll(ctx, offset,
+		func(ctx context.Context, u telegram.Update) error {
+			if u.Message == nil {
+				return nil
+			}
+			return rt.Handle(ctx, inbound(u.Message))
+		},
+		func(ctx context.Context, next int64) error {
+			return st.SetState(ctx, offsetKey, strconv.FormatInt(next, 10))
+		})
+	q.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func inbound(m *telegram.Incoming) router.Inbound {
+	return router.Inbound{
+		ChatID: m.ChatID, ChatType: m.ChatType, ChatTitle: m.ChatTitle, MessageID: m.MessageID,
+		ThreadID: topic(m), SenderID: m.SenderID, SenderName: m.SenderName, SenderIsBot: m.SenderIsBot,
+		Text: m.Text, Time: m.Date, MentionsBot: m.MentionsBot, ReplyToBot: m.ReplyToBot,
+		MigrateToChatID: m.MigrateToChatID, MigrateFromChatID: m.MigrateFromChatID,
+	}
+}
+
+// topic is the forum topic to answer in. Outside forums Telegram also sets a
+// thread id on replies, and sending to it fails, so only topics count.
+func topic(m *telegram.Incoming) int {
+	if m.IsTopicMessage {
+		return m.ThreadID
+	}
+	return 0
+}

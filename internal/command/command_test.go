@@ -1,0 +1,53 @@
+package command
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		in      string
+		name    string
+		args    []string
+		wantErr error
+	}{
+		{"/groups", "groups", nil, nil},
+		{"/Groups@andy_bot", "groups", nil, nil},
+		{"/groups@other_bot", "", nil, ErrNotCommand},
+		{"/register -1001 family Family Chat", "register", []string{"-1001", "family", "Family", "Chat"}, nil},
+		{`/schedule main cron "0 9 * * *" say hi`, "schedule", []string{"main", "cron", "0 9 * * *", "say", "hi"}, nil},
+		{"hello", "", nil, ErrNotCommand},
+		{"/", "", nil, ErrNotCommand},
+		{"/ register", "", nil, ErrNotCommand},
+		{"/pair\tABC123", "pair", []string{"ABC123"}, nil},
+		{"/über", "", nil, ErrNotCommand},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			cmd, err := Parse(c.in, "andy_bot")
+			if c.wantErr != nil {
+				require.ErrorIs(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.name, cmd.Name)
+			assert.Equal(t, c.args, cmd.Args)
+		})
+	}
+	_, err := Parse(`/schedule main cron "0 9`, "")
+	assert.ErrorContains(t, err, "unclosed")
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(`/schedule main cron "0 9 * * *" hi`)
+	f.Add("/x@y z")
+	f.Fuzz(func(t *testing.T, s string) {
+		cmd, err := Parse(s, "bot")
+		if err == nil {
+			assert.NotEmpty(t, cmd.Name)
+		}
+	})
+}

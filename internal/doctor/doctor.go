@@ -1,0 +1,144 @@
+// Package doctor checks that a machine can run clawpen and says, for every
+// problem, exactly how to fix it.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Status of one check.
+type Status string
+
+// Check statuses: a FAIL makes `clawpen doctor` exit non-zero.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "FAIL"
+)
+
+// Finding is one check's outcome.
+type Finding struct {
+	Name   string
+	Status Status
+	Detail string
+	Fix    string
+}
+
+// Report prints findings and says whether all passed.
+func Report(w io.Writer, fs []Finding) bool {
+	ok := true
+	for _, f := range fs {
+		fmt.Fprintf(w, "%-4s %-10s %s\n", f.Status, f.Name, f.Detail)
+		if f.Fix != "" && f.Status != OK {
+			fmt.Fprintf(w, "     %-10s fix: %s\n", "", f.Fix)
+		}
+		if f.Status == Fail {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// DockerImage asks the Docker engine at socketPath whether it answers and
+// whether image exists. It speaks the Engine API directly so doctor works
+// whatever the backend.
+func DockerImage(ctx context.Context, socketPath, image string) (engine, hasImage bool, detail string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socketPath)
+	}}}
+	get := func(path string) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	code, err := get("/_ping")
+	if err != nil || code != http.StatusOK {
+		return false, false, fmt.Sprintf("no Docker engine at %s", socketPath)
+	}
+	code, err = get("/images/" + url.PathEscape(image) + "/json")
+	if err != nil || code != http.StatusOK {
+		return true, false, fmt.Sprintf("engine answers; image %s not found", image)
+	}
+	return true, true, fmt.Sprintf("engine answers; image %s present", image)
+}
+
+// Allowlist checks that the mount allowlist, if present, is readable JSON of
+// the documented shape. A missing file is fine (no extra mounts).
+func Allowlist(path string) Finding {
+	f := Finding{Name: "allowlist"}
+	data, err := os.ReadFile(path)
+	switch {
+	case os.IsNotExist(err):
+		f.Status, f.Detail = OK, fmt.Sprintf("%s absent: no extra mounts", path)
+		return f
+	case err != nil:
+		f.Status, f.Detail, f.Fix = Fail, err.Error(), "make the file readable by the host user"
+		return f
+	}
+	var doc struct {
+		AllowedRoots []struct {
+			Path           string `json:"path"`
+			AllowReadWrite bool   `json:"allowReadWrite"`
+			Description    string `json:"description"`
+		} `json:"allowedRoots"`
+		BlockedPatterns []string `json:"blockedPatterns"`
+		NonMainReadOnly *bool    `json:"nonMainReadOnly"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		f.Status, f.Detail = Fail, fmt.Sprintf("%s is malformed: %v; no extra mounts will be granted", path, err)
+		f.Fix = "fix the JSON (see configs/mount-allowlist.example.json)"
+		return f
+	}
+	f.Status, f.Detail = OK, fmt.Sprintf("%s: %d allowed roots", path, len(doc.AllowedRoots))
+	return f
+}
+
+// Reachable reports the first directory on the way to path that uid cannot
+// traverse (no x bit for it), or "" when every parent is traversable.
+func Reachable(path string, uid, gid int) string {
+	if uid < 0 {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	dir := filepath.Dir(abs)
+	for {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return dir
+		}
+		if !canTraverse(fi, uid, gid) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

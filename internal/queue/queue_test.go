@@ -1,0 +1,191 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tracker records concurrency: overall and per group.
+type tracker struct {
+	mu       sync.Mutex
+	active   map[string]int
+	total    int
+	maxTotal int
+	overlap  bool // two runs of one group at once
+}
+
+func (tr *tracker) enter(group string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.active[group]++
+	if tr.active[group] > 1 {
+		tr.overlap = true
+	}
+	tr.total++
+	tr.maxTotal = max(tr.maxTotal, tr.total)
+}
+
+func (tr *tracker) leave(group string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.active[group]--
+	tr.total--
+}
+
+func TestConcurrencyBounds(t *testing.T) {
+	for _, limit := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tr := &tracker{active: map[string]int{}}
+			var runs atomic.Int64
+			done := make(chan struct{}, 1000)
+			q := New(ctx, Config{MaxConcurrent: limit, Pending: func(ctx context.Context, g string) error {
+				tr.enter(g)
+				time.Sleep(2 * time.Millisecond) // hold the slot so runs overlap if the queue allows it
+				tr.leave(g)
+				runs.Add(1)
+				done <- struct{}{}
+				return nil
+			}})
+			for i := range 40 {
+				q.Kick(fmt.Sprintf("g%d", i%8))
+			}
+			// Eight groups, each kicked five times: at least one run per group.
+			for range 8 {
+				<-done
+			}
+			cancel()
+			q.Wait()
+			assert.False(t, tr.overlap, "a group ran twice at once")
+			assert.LessOrEqual(t, tr.maxTotal, limit)
+			assert.GreaterOrEqual(t, runs.Load(), int64(8))
+		})
+	}
+}
+
+func TestKickDuringRunCoalescesIntoOneMoreRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var runs atomic.Int64
+	finished := make(chan struct{}, 10)
+	q := New(ctx, Config{MaxConcurrent: 1, Pending: func(ctx context.Context, g string) error {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		finished <- struct{}{}
+		return nil
+	}})
+	q.Kick("a")
+	<-started
+	q.Kick("a")
+	q.Kick("a")
+	q.Kick("a")
+	close(release)
+	<-finished
+	<-finished
+	cancel()
+	q.Wait()
+	assert.Equal(t, int64(2), runs.Load(), "messages arriving during a run are handled by exactly one next run")
+}
+
+func TestRetryThenGiveUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts atomic.Int64
+	gaveUp := make(chan error, 1)
+	q := New(ctx, Config{
+		MaxConcurrent: 1,
+		Backoff:       []time.Duration{time.Millisecond, time.Millisecond},
+		Pending: func(ctx context.Context, g string) error {
+			attempts.Add(1)
+			return errors.New("sandbox failed")
+		},
+		GiveUp: func(ctx context.Context, g string, err error) { gaveUp <- err },
+	})
+	q.Kick("a")
+	err := <-gaveUp
+	require.ErrorContains(t, err, "sandbox failed")
+	assert.Equal(t, int64(3), attempts.Load(), "first try plus one per backoff step")
+	cancel()
+	q.Wait()
+}
+
+func TestRetrySucceeds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts atomic.Int64
+	ok := make(chan struct{})
+	q := New(ctx, Config{
+		MaxConcurrent: 1,
+		Backoff:       []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond},
+		Pending: func(ctx context.Context, g string) error {
+			if attempts.Add(1) < 3 {
+				return errors.New("transient")
+			}
+			close(ok)
+			return nil
+		},
+		GiveUp: func(ctx context.Context, g string, err error) { t.Errorf("gave up: %v", err) },
+	})
+	q.Kick("a")
+	<-ok
+	cancel()
+	q.Wait()
+	assert.Equal(t, int64(3), attempts.Load())
+}
+
+func TestWorkRunsInOrderAndNeverBesideMessages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &tracker{active: map[string]int{}}
+	var mu sync.Mutex
+	var order []string
+	done := make(chan struct{})
+	q := New(ctx, Config{MaxConcurrent: 4, Pending: func(ctx context.Context, g string) error {
+		tr.enter(g)
+		defer tr.leave(g)
+		mu.Lock()
+		order = append(order, "messages")
+		mu.Unlock()
+		return nil
+	}})
+	for i := range 3 {
+		q.Add("a", func(ctx context.Context) error {
+			tr.enter("a")
+			defer tr.leave("a")
+			mu.Lock()
+			order = append(order, fmt.Sprintf("task%d", i))
+			mu.Unlock()
+			if i == 2 {
+				close(done)
+			}
+			return nil
+		})
+	}
+	q.Kick("a")
+	<-done
+	cancel()
+	q.Wait()
+	assert.False(t, tr.overlap)
+	mu.Lock()
+	defer mu.Unlock()
+	var tasks []string
+	for _, o := range order {
+		if o != "messages" {
+			tasks = append(tasks, o)
+		}
+	}
+	assert.Equal(t, []string{"task0", "task1", "task2"}, tasks)
+}

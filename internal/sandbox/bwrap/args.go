@@ -1,0 +1,320 @@
+package bwrap
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+// AgentPath is where the agent binary appears inside the sandbox.
+const AgentPath = "/opt/clawpen/bin/clawpen-agent"
+
+// Hostname is the sandbox's UTS name.
+const Hostname = "clawpen"
+
+// sandboxPATH is the only PATH the agent gets.
+const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
+
+// Synthesised /etc files: the host's /etc is never shown.
+var etcFiles = []struct{ dest, content string }{
+	{"/etc/passwd", "agent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	{"/etc/group", "agent:x:1000:\nnogroup:x:65534:\n"},
+	{"/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + Hostname + "\n"},
+	{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"},
+}
+
+// hostLayout is what of the host's root the sandbox may see; computed once in New
+// so that Args stays a pure function of the spec.
+type hostLayout struct {
+	rootLinks [][2]string // {target, /name}: merged-/usr symlinks
+	rootBinds []string    // non-merged system dirs, ro-bound at the same path
+	etcBinds  []string    // /etc/ssl/certs, /etc/ca-certificates when present
+	localtime string      // symlink target of /etc/localtime, or "" to ro-bind it
+	hasLocal  bool        // /etc/localtime exists
+}
+
+// probeHost inspects the host's system directories.
+func probeHost() hostLayout {
+	var l hostLayout
+	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(dir)
+			if err != nil {
+				continue
+			}
+			l.rootLinks = append(l.rootLinks, [2]string{target, dir})
+			continue
+		}
+		if fi.IsDir() {
+			l.rootBinds = append(l.rootBinds, dir)
+		}
+	}
+	for _, dir := range []string{"/etc/ssl/certs", "/etc/ca-certificates"} {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			l.etcBinds = append(l.etcBinds, dir)
+		}
+	}
+	if fi, err := os.Lstat("/etc/localtime"); err == nil {
+		l.hasLocal = true
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if target, err := os.Readlink("/etc/localtime"); err == nil && path.IsAbs(target) {
+				l.localtime = target
+			}
+		}
+	}
+	return l
+}
+
+// fdLayout numbers every file descriptor the command line refers to. ExtraFiles[i]
+// becomes fd 3+i in the child, so the order here is the order prepare opens files in.
+type fdLayout struct {
+	etc    []int // one per etcFiles entry
+	info   int
+	group  int
+	global int // -1 when no GlobalDir
+	home   int // -1 when no SessionDir
+	socket int // -1 when no SocketPath
+	agent  int // -1 when a Command override is used
+	extra  []int
+	count  int
+}
+
+func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
+	next := 3
+	take := func() int { next++; return next - 1 }
+	var l fdLayout
+	for range etcFiles {
+		l.etc = append(l.etc, take())
+	}
+	l.info = take()
+	l.group = take()
+	l.global, l.home, l.socket, l.agent = -1, -1, -1, -1
+	if spec.GlobalDir != "" {
+		l.global = take()
+	}
+	if spec.SessionDir != "" {
+		l.home = take()
+	}
+	if spec.SocketPath != "" {
+		l.socket = take()
+	}
+	if b.cfg.AgentBin != "" {
+		l.agent = take()
+	}
+	for range spec.Extra {
+		l.extra = append(l.extra, take())
+	}
+	l.count = next - 3
+	return l
+}
+
+// Args is the bubblewrap command line (without the bwrap binary itself) that Run
+// uses for spec. File descriptors from 3 on are referenced in a fixed order (etc
+// data, info, group, global, home, socket, agent, extras); Run opens and passes
+// them. With no command the agent (or Config.Command) is run. Exported so a
+// benchmark can time clawpen's exact flags.
+func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
+	return b.args(spec, b.layoutFor(spec), command)
+}
+
+func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []string {
+	lim := effectiveLimits(spec.Limits)
+	fd := strconv.Itoa
+	a := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--uid", fd(sandbox.UID), "--gid", fd(sandbox.GID),
+		"--hostname", Hostname,
+		"--clearenv",
+	}
+	for _, k := range sortedEnvKeys(spec.Env) {
+		if fixedEnv(k) {
+			continue
+		}
+		a = append(a, "--setenv", k, spec.Env[k])
+	}
+	a = append(a,
+		"--setenv", "HOME", sandbox.HomePath,
+		"--setenv", "USER", "agent",
+		"--setenv", "PATH", sandboxPATH,
+	)
+
+	// System: /usr read-only, the root-level aliases as on the host.
+	a = append(a, "--ro-bind", "/usr", "/usr")
+	for _, l := range b.host.rootLinks {
+		a = append(a, "--symlink", l[0], l[1])
+	}
+	for _, d := range b.host.rootBinds {
+		a = append(a, "--ro-bind", d, d)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+
+	// A synthesised /etc: nothing of the host's configuration but CA certificates
+	// and the time zone.
+	a = append(a, "--perms", "0755", "--dir", "/etc")
+	for i, f := range etcFiles {
+		a = append(a, "--perms", "0644", "--ro-bind-data", fd(fds.etc[i]), f.dest)
+	}
+	for _, d := range b.host.etcBinds {
+		a = append(a, "--ro-bind", d, d)
+	}
+	if b.host.hasLocal {
+		if b.host.localtime != "" {
+			a = append(a, "--symlink", b.host.localtime, "/etc/localtime")
+		} else {
+			a = append(a, "--ro-bind", "/etc/localtime", "/etc/localtime")
+		}
+	}
+
+	a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10), "--perms", "1777", "--tmpfs", "/tmp")
+
+	// The workspace: every host directory is bound through an fd opened without
+	// following a final symlink, so a swap after validation cannot redirect it.
+	a = append(a, "--perms", "0755", "--dir", "/workspace")
+	a = append(a, "--bind-fd", fd(fds.group), sandbox.GroupPath)
+	if fds.global >= 0 {
+		flag := "--ro-bind-fd"
+		if spec.GlobalWritable {
+			flag = "--bind-fd"
+		}
+		a = append(a, flag, fd(fds.global), sandbox.GlobalPath)
+	}
+	if len(spec.Extra) > 0 {
+		a = append(a, "--perms", "0755", "--dir", sandbox.ExtraPath)
+		for i, m := range spec.Extra {
+			flag := "--ro-bind-fd"
+			if !m.ReadOnly {
+				flag = "--bind-fd"
+			}
+			a = append(a, flag, fd(fds.extra[i]), sandbox.ExtraPath+"/"+m.Name)
+		}
+	}
+	a = append(a, "--perms", "0755", "--dir", "/home")
+	if fds.home >= 0 {
+		a = append(a, "--bind-fd", fd(fds.home), sandbox.HomePath)
+	} else {
+		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10), "--perms", "0700", "--tmpfs", sandbox.HomePath)
+	}
+	a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", path.Dir(sandbox.SocketPath))
+	if fds.socket >= 0 {
+		a = append(a, "--bind-fd", fd(fds.socket), sandbox.SocketPath)
+	}
+	if fds.agent >= 0 {
+		a = append(a,
+			"--perms", "0755", "--dir", "/opt",
+			"--perms", "0755", "--dir", "/opt/clawpen",
+			"--perms", "0755", "--dir", path.Dir(AgentPath),
+			"--ro-bind-fd", fd(fds.agent), AgentPath)
+	}
+
+	// Nothing else may be created at the root once the view is built.
+	a = append(a, "--remount-ro", "/")
+	a = append(a, "--info-fd", fd(fds.info), "--chdir", sandbox.GroupPath, "--")
+	if len(command) == 0 {
+		command = b.defaultCommand()
+	}
+	return append(a, command...)
+}
+
+// command is what runs inside the sandbox by default.
+func (b *Backend) defaultCommand() []string {
+	if len(b.cfg.Command) > 0 {
+		return b.cfg.Command
+	}
+	return []string{AgentPath}
+}
+
+// fixedEnv are variables the sandbox always gets with fixed values.
+func fixedEnv(k string) bool { return k == "HOME" || k == "USER" || k == "PATH" }
+
+func sortedEnvKeys(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if validEnvKey(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func validEnvKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validateSpec rejects what the command line cannot express safely.
+func validateSpec(spec sandbox.Spec) error {
+	if spec.GroupDir == "" {
+		return fmt.Errorf("spec has no GroupDir")
+	}
+	for k := range spec.Env {
+		if !validEnvKey(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range spec.Extra {
+		if m.Name == "" || m.Name == "." || m.Name == ".." || containsAny(m.Name, "/\x00") {
+			return fmt.Errorf("invalid extra mount name %q", m.Name)
+		}
+		if seen[m.Name] {
+			return fmt.Errorf("duplicate extra mount name %q", m.Name)
+		}
+		seen[m.Name] = true
+		if m.HostPath == "" {
+			return fmt.Errorf("extra mount %q has no host path", m.Name)
+		}
+	}
+	return nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, c := range s {
+		for _, d := range chars {
+			if c == d {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// effectiveLimits fills unset limits from sandbox.DefaultLimits.
+func effectiveLimits(l sandbox.Limits) sandbox.Limits {
+	d := sandbox.DefaultLimits
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.OutputBytes <= 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Pids <= 0 {
+		l.Pids = d.Pids
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = d.TmpBytes
+	}
+	return l
+}

@@ -1,0 +1,246 @@
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+// prepared is one invocation's command line and the files it refers to.
+type prepared struct {
+	args  []string
+	files []*os.File // ExtraFiles: files[i] is fd 3+i in bwrap
+	info  *os.File   // read end of the --info-fd pipe
+}
+
+// close releases every descriptor the host still holds.
+func (p *prepared) close() {
+	for _, f := range p.files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	if p.info != nil {
+		_ = p.info.Close()
+	}
+}
+
+// prepare checks that the run-as user can reach every bind source, opens them in
+// the order Args numbers them, and builds the command line.
+func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error) {
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	layout := b.layoutFor(spec)
+	p := &prepared{}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close()
+		}
+	}()
+
+	for _, f := range etcFiles {
+		r, err := dataPipe(f.content)
+		if err != nil {
+			return nil, fmt.Errorf("synthesise %s: %w", f.dest, err)
+		}
+		p.files = append(p.files, r)
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("info pipe: %w", err)
+	}
+	p.info = infoR
+	p.files = append(p.files, infoW)
+
+	open := func(what, hostPath string, dir bool) error {
+		f, err := b.openSource(what, hostPath, dir)
+		if err != nil {
+			return err
+		}
+		p.files = append(p.files, f)
+		return nil
+	}
+	if err := open("group folder", spec.GroupDir, true); err != nil {
+		return nil, err
+	}
+	if spec.GlobalDir != "" {
+		if err := open("global folder", spec.GlobalDir, true); err != nil {
+			return nil, err
+		}
+	}
+	if spec.SessionDir != "" {
+		if err := open("session folder", spec.SessionDir, true); err != nil {
+			return nil, err
+		}
+	}
+	if spec.SocketPath != "" {
+		if err := open("host socket", spec.SocketPath, false); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.AgentBin != "" {
+		if err := open("agent binary", b.cfg.AgentBin, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range spec.Extra {
+		if err := open("extra mount "+m.Name, m.HostPath, true); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.files) != layout.count {
+		return nil, fmt.Errorf("internal error: opened %d files, layout has %d", len(p.files), layout.count)
+	}
+	if b.afterOpen != nil {
+		b.afterOpen()
+	}
+	p.args = b.args(spec, layout, command)
+	ok = true
+	return p, nil
+}
+
+// dataPipe returns the read end of a pipe already holding content; the content
+// must fit the pipe buffer (the synthesised /etc files are tiny).
+func dataPipe(content string) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if _, err := w.WriteString(content); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// openSource opens a bind source with O_PATH|O_NOFOLLOW: the sandbox gets exactly
+// the inode checked here even if the path is swapped for a symlink afterwards.
+func (b *Backend) openSource(what, hostPath string, dir bool) (*os.File, error) {
+	if !filepath.IsAbs(hostPath) {
+		return nil, fmt.Errorf("%s %q is not an absolute path", what, hostPath)
+	}
+	hostPath = filepath.Clean(hostPath)
+	if err := b.reachable(what, hostPath); err != nil {
+		return nil, err
+	}
+	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if dir {
+		flags |= unix.O_DIRECTORY
+	}
+	fd, err := unix.Open(hostPath, flags, 0)
+	if err != nil {
+		if dir && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			return nil, fmt.Errorf("%s %s is not a directory (symlinks are not followed)", what, hostPath)
+		}
+		return nil, fmt.Errorf("open %s %s: %w", what, hostPath, err)
+	}
+	f := os.NewFile(uintptr(fd), hostPath)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("stat %s %s: %w", what, hostPath, err)
+	}
+	if !dir && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s %s is a symlink; give the real path", what, hostPath)
+	}
+	return f, nil
+}
+
+// reachable reports whether the run-as user can traverse every directory leading
+// to hostPath: bwrap, running as that user, resolves bind sources itself and
+// fails on the first directory it cannot search (e.g. /root with mode 0700).
+func (b *Backend) reachable(what, hostPath string) error {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(hostPath))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, hostPath, err)
+	}
+	dirs := []string{"/"}
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(parent, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		dirs = append(dirs, cur)
+	}
+	for _, d := range dirs {
+		ok, err := b.canSearch(d)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, hostPath, err)
+		}
+		if !ok {
+			return fmt.Errorf("sandbox user uid %d cannot reach %s (%s): %s is not searchable for it; "+
+				"make each parent directory traversable (chmod o+x %s) or move the data",
+				b.uid, hostPath, what, d, d)
+		}
+	}
+	return nil
+}
+
+// canSearch reports whether the run-as user may search directory d.
+func (b *Backend) canSearch(d string) (bool, error) {
+	if !b.switchUser {
+		// bwrap runs with our own credentials: ask the kernel.
+		err := unix.Access(d, unix.X_OK)
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, unix.EACCES) {
+			return false, nil
+		}
+		return false, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(d, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", d, err)
+	}
+	mode := st.Mode
+	switch {
+	case int(st.Uid) == b.uid:
+		return mode&0o100 != 0, nil
+	case int(st.Gid) == b.gid:
+		return mode&0o010 != 0, nil
+	default:
+		return mode&0o001 != 0, nil
+	}
+}
+
+// markInheritedCloexec sets close-on-exec on every descriptor of this process
+// from 3 up. Go creates its own descriptors close-on-exec, but ones inherited from
+// whatever started the host (a shell, a supervisor) are not, and bwrap passes
+// whatever it gets on to the sandboxed command. ExtraFiles are unaffected: they
+// are dup2'ed in the child, which clears the flag on the copies.
+func markInheritedCloexec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Kernels before 5.11: walk /proc/self/fd.
+	entries, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("close_range: %v; list /proc/self/fd: %w", err, rerr)
+	}
+	for _, e := range entries {
+		fd, convErr := strconv.Atoi(e.Name())
+		if convErr != nil || fd < 3 {
+			continue
+		}
+		// The directory's own descriptor is closed by now; EBADF is expected.
+		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); ferr != nil && !errors.Is(ferr, unix.EBADF) {
+			return fmt.Errorf("set close-on-exec on fd %d: %w", fd, ferr)
+		}
+	}
+	return nil
+}

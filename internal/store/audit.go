@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/domain"
+)
+
+// Audit appends e to the audit log; a zero Time means now.
+func (s *Store) Audit(ctx context.Context, e domain.AuditEntry) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if e.Operation == "" || e.Decision == "" {
+		return fmt.Errorf("audit: operation and decision are required (got %q, %q)", e.Operation, e.Decision)
+	}
+	if _, err := s.w.ExecContext(ctx, `
+		INSERT INTO audit_log (time, group_folder, operation, decision, reason) VALUES (?, ?, ?, ?, ?)`,
+		millis(e.Time), e.Group, e.Operation, e.Decision, e.Reason); err != nil {
+		return fmt.Errorf("audit %s %s: %w", e.Operation, e.Decision, err)
+	}
+	return nil
+}
+
+// AuditLog returns up to limit entries, newest first (limit <= 0: all).
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]domain.AuditEntry, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, time, group_folder, operation, decision, reason
+		FROM audit_log ORDER BY id DESC LIMIT ?`, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.AuditEntry
+	for rows.Next() {
+		var e domain.AuditEntry
+		if err := rows.Scan(&e.ID, timeCol{&e.Time}, &e.Group, &e.Operation, &e.Decision, &e.Reason); err != nil {
+			return nil, fmt.Errorf("audit log: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return out, nil
+}

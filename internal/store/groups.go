@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/domain"
+)
+
+// checkGroupFolder accepts the main folder or a registrable slug; the
+// folder becomes a path under groups/, so nothing else may reach the table.
+func checkGroupFolder(folder string) error {
+	if folder == domain.MainFolder {
+		return nil
+	}
+	return domain.ValidateFolder(folder)
+}
+
+// PutGroup inserts g or replaces the group with the same folder. A chat id
+// already registered under another folder is refused with ErrChatTaken.
+// A zero Added means now on insert and "keep" on replace.
+func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
+	if err := checkGroupFolder(g.Folder); err != nil {
+		return fmt.Errorf("put group: %w", err)
+	}
+	if g.ChatID == 0 {
+		return fmt.Errorf("put group %q: zero chat id", g.Folder)
+	}
+	mounts, err := json.Marshal(g.Mounts)
+	if err != nil {
+		return fmt.Errorf("put group %q: mounts: %w", g.Folder, err)
+	}
+	var policy any // NULL when absent
+	if len(g.Policy) > 0 {
+		policy = string(g.Policy)
+	}
+	added := g.Added
+	if added.IsZero() {
+		added = time.Now()
+	}
+	return withTx(ctx, s.w, func(tx *sql.Tx) error {
+		var other string
+		err := tx.QueryRowContext(ctx,
+			`SELECT folder FROM "groups" WHERE chat_id = ? AND folder <> ?`, g.ChatID, g.Folder).Scan(&other)
+		switch {
+		case err == nil:
+			return fmt.Errorf("put group %q: %w: chat %d is registered as group %q", g.Folder, ErrChatTaken, g.ChatID, other)
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("put group %q: %w", g.Folder, err)
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO "groups" (folder, chat_id, name, trigger_word, profile, mounts, policy, added)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (folder) DO UPDATE SET
+				chat_id = excluded.chat_id,
+				name = excluded.name,
+				trigger_word = excluded.trigger_word,
+				profile = excluded.profile,
+				mounts = excluded.mounts,
+				policy = excluded.policy,
+				added = CASE WHEN ? THEN excluded.added ELSE "groups".added END`,
+			g.Folder, g.ChatID, g.Name, g.Trigger, g.Profile, string(mounts), policy, millis(added),
+			!g.Added.IsZero())
+		if err != nil {
+			return fmt.Errorf("put group %q: %w", g.Folder, err)
+		}
+		return nil
+	})
+}
+
+// DeleteGroup removes the group registered under folder and reports whether
+// there was one. Its messages, cursor, session and tasks are left alone.
+func (s *Store) DeleteGroup(ctx context.Context, folder string) (bool, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM "groups" WHERE folder = ?`, folder)
+	if err != nil {
+		return false, fmt.Errorf("delete group %q: %w", folder, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete group %q: %w", folder, err)
+	}
+	return n > 0, nil
+}
+
+const groupColumns = `folder, chat_id, name, trigger_word, profile, mounts, policy, added`
+
+// GroupByChat returns the group registered for chatID.
+func (s *Store) GroupByChat(ctx context.Context, chatID int64) (domain.Group, bool, error) {
+	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE chat_id = ?`, chatID)
+	if err != nil {
+		return domain.Group{}, false, fmt.Errorf("group of chat %d: %w", chatID, err)
+	}
+	return g, ok, nil
+}
+
+// GroupByFolder returns the group registered under folder.
+func (s *Store) GroupByFolder(ctx context.Context, folder string) (domain.Group, bool, error) {
+	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE folder = ?`, folder)
+	if err != nil {
+		return domain.Group{}, false, fmt.Errorf("group %q: %w", folder, err)
+	}
+	return g, ok, nil
+}
+
+// ListGroups returns every registered group ordered by folder.
+func (s *Store) ListGroups(ctx context.Context) ([]domain.Group, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+groupColumns+` FROM "groups" ORDER BY folder`)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Group
+	for rows.Next() {
+		g, err := scanGroup(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list groups: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) oneGroup(ctx context.Context, query string, arg any) (domain.Group, bool, error) {
+	g, err := scanGroup(s.r.QueryRowContext(ctx, query, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Group{}, false, nil
+	}
+	if err != nil {
+		return domain.Group{}, false, err
+	}
+	return g, true, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanGroup reads one row of groupColumns. Malformed mounts JSON is an error
+// (fail closed); the policy stays raw for its reader to judge.
+func scanGroup(sc scanner) (domain.Group, error) {
+	var (
+		g      domain.Group
+		mounts string
+		policy sql.NullString
+	)
+	if err := sc.Scan(&g.Folder, &g.ChatID, &g.Name, &g.Trigger, &g.Profile, &mounts, &policy, timeCol{&g.Added}); err != nil {
+		return domain.Group{}, err
+	}
+	if err := json.Unmarshal([]byte(mounts), &g.Mounts); err != nil {
+		return domain.Group{}, fmt.Errorf("group %q: stored mounts: %w", g.Folder, err)
+	}
+	if policy.Valid {
+		g.Policy = json.RawMessage(policy.String)
+	}
+	return g, nil
+}
+
+// RekeyChat follows a Telegram group's migration to a supergroup: the
+// registered group, the chat row and the chat's messages, outbox rows and
+// tasks move from oldID to newID in one transaction. Cursors are keyed by
+// folder and need no change. If newID is already registered under another
+// folder, nothing changes and ErrChatTaken is returned.
+func (s *Store) RekeyChat(ctx context.Context, oldID, newID int64) error {
+	if oldID == 0 || newID == 0 {
+		return fmt.Errorf("rekey chat %d -> %d: zero chat id", oldID, newID)
+	}
+	if oldID == newID {
+		return nil
+	}
+	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
+		var folder string
+		err := tx.QueryRowContext(ctx, `SELECT folder FROM "groups" WHERE chat_id = ?`, newID).Scan(&folder)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: chat %d is registered as group %q", ErrChatTaken, newID, folder)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		// The new chat may already have a row (the bot saw it before the
+		// migration notice); keep the newer metadata and drop the old row.
+		stmts := []string{
+			`UPDATE "groups" SET chat_id = ?2 WHERE chat_id = ?1`,
+			`INSERT INTO chats (id, title, type, last_seen)
+				SELECT ?2, title, type, last_seen FROM chats WHERE id = ?1
+				ON CONFLICT (id) DO UPDATE SET
+					title = CASE WHEN chats.title <> '' THEN chats.title ELSE excluded.title END,
+					last_seen = max(chats.last_seen, excluded.last_seen)`,
+			`DELETE FROM chats WHERE id = ?1`,
+			// OR IGNORE: a message id already used in the new chat would
+			// violate (chat_id, message_id); such an old row stays under
+			// the old id rather than aborting the migration or being lost.
+			`UPDATE OR IGNORE messages SET chat_id = ?2 WHERE chat_id = ?1`,
+			`UPDATE outbox SET chat_id = ?2 WHERE chat_id = ?1`,
+			`UPDATE tasks SET chat_id = ?2 WHERE chat_id = ?1`,
+		}
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q, oldID, newID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rekey chat %d -> %d: %w", oldID, newID, err)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/domain"
+)
+
+// UpsertChat records a chat the bot has seen. An existing row gets the new
+// title and type (unless they are empty, so a sparse update does not erase
+// them) and last_seen; a zero LastSeen means now.
+func (s *Store) UpsertChat(ctx context.Context, c domain.Chat) error {
+	if c.ID == 0 {
+		return errors.New("upsert chat: zero chat id")
+	}
+	seen := c.LastSeen
+	if seen.IsZero() {
+		seen = time.Now()
+	}
+	_, err := s.w.ExecContext(ctx, `
+		INSERT INTO chats (id, title, type, last_seen) VALUES (?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET
+			title = CASE WHEN excluded.title <> '' THEN excluded.title ELSE chats.title END,
+			type = CASE WHEN excluded.type <> '' THEN excluded.type ELSE chats.type END,
+			last_seen = excluded.last_seen`,
+		c.ID, c.Title, c.Type, millis(seen))
+	if err != nil {
+		return fmt.Errorf("upsert chat %d: %w", c.ID, err)
+	}
+	return nil
+}
+
+// ListChats returns every chat seen, most recently seen first.
+func (s *Store) ListChats(ctx context.Context) ([]domain.Chat, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT id, title, type, last_seen FROM chats ORDER BY last_seen DESC, id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Chat
+	for rows.Next() {
+		var c domain.Chat
+		if err := rows.Scan(&c.ID, &c.Title, &c.Type, timeCol{&c.LastSeen}); err != nil {
+			return nil, fmt.Errorf("list chats: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list chats: %w", err)
+	}
+	return out, nil
+}
+
+// AddMessage stores m and returns its seq. It is idempotent on
+// (ChatID, MessageID): storing a message again (a redelivered Telegram
+// update) returns the existing seq and inserted=false. m.Seq is ignored.
+func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, inserted bool, err error) {
+	if m.ChatID == 0 {
+		return 0, false, errors.New("add message: zero chat id")
+	}
+	res, err := s.w.ExecContext(ctx, `
+		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, from_bot, triggered)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (chat_id, message_id) DO NOTHING`,
+		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.FromBot), boolInt(m.Triggered))
+	if err != nil {
+		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
+	}
+	if n == 1 {
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
+		}
+		return seq, true, nil
+	}
+	// Messages are never deleted, so the row that won the conflict is still there.
+	err = s.w.QueryRowContext(ctx,
+		`SELECT seq FROM messages WHERE chat_id = ? AND message_id = ?`, m.ChatID, m.MessageID).Scan(&seq)
+	if err != nil {
+		return 0, false, fmt.Errorf("add message %d/%d: existing seq: %w", m.ChatID, m.MessageID, err)
+	}
+	return seq, false, nil
+}
+
+// MessagesAfter returns up to limit messages of chatID with seq > afterSeq,
+// ascending by seq. limit <= 0 means no limit.
+func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64, limit int) ([]domain.Message, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, from_bot, triggered
+		FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		chatID, afterSeq, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+	}
+	defer rows.Close()
+	var out []domain.Message
+	for rows.Next() {
+		var m domain.Message
+		if err := rows.Scan(&m.Seq, &m.ChatID, &m.MessageID, &m.ThreadID, &m.SenderID,
+			&m.SenderName, &m.Text, timeCol{&m.Time}, &m.FromBot, &m.Triggered); err != nil {
+			return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+	}
+	return out, nil
+}
+
+// LatestSeq returns the highest seq stored for chatID, 0 if none.
+func (s *Store) LatestSeq(ctx context.Context, chatID int64) (int64, error) {
+	var seq sql.NullInt64
+	if err := s.r.QueryRowContext(ctx,
+		`SELECT MAX(seq) FROM messages WHERE chat_id = ?`, chatID).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest seq of chat %d: %w", chatID, err)
+	}
+	return seq.Int64, nil
+}
+
+// CountMessages returns how many messages of chatID are stored.
+func (s *Store) CountMessages(ctx context.Context, chatID int64) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx,
+		`SELECT COUNT(*) FROM messages WHERE chat_id = ?`, chatID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count messages of chat %d: %w", chatID, err)
+	}
+	return n, nil
+}

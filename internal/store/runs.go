@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/domain"
+)
+
+// Cursor returns the seq of the last message handled by a successful run of
+// folder's agent, 0 if none.
+func (s *Store) Cursor(ctx context.Context, folder string) (int64, error) {
+	var seq int64
+	err := s.r.QueryRowContext(ctx, `SELECT seq FROM cursors WHERE folder = ?`, folder).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cursor of %q: %w", folder, err)
+	}
+	return seq, nil
+}
+
+// CompleteRun records a successful agent run of folder in one transaction:
+// the cursor moves to max(current, cursor) and out is queued in the outbox.
+// It returns the queued rows with their IDs (and Created, now if zero).
+//
+// This is the exactly-once hinge: a crash before it commits re-runs the
+// agent on the same messages; a crash after it only re-sends the outbox.
+func (s *Store) CompleteRun(ctx context.Context, folder string, cursor int64, out []domain.Outgoing) ([]domain.Outgoing, error) {
+	if folder == "" {
+		return nil, errors.New("complete run: empty folder")
+	}
+	for i, o := range out {
+		if o.ChatID == 0 {
+			return nil, fmt.Errorf("complete run of %q: outgoing %d: zero chat id", folder, i)
+		}
+	}
+	var queued []domain.Outgoing
+	now := time.Now()
+	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO cursors (folder, seq) VALUES (?, ?)
+			ON CONFLICT (folder) DO UPDATE SET seq = max(cursors.seq, excluded.seq)`,
+			folder, cursor); err != nil {
+			return fmt.Errorf("cursor: %w", err)
+		}
+		var err error
+		queued, err = insertOutbox(ctx, tx, out, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete run of %q: %w", folder, err)
+	}
+	return queued, nil
+}
+
+// Enqueue queues host-written messages (command answers, notices) in the outbox.
+func (s *Store) Enqueue(ctx context.Context, out []domain.Outgoing) ([]domain.Outgoing, error) {
+	for i, o := range out {
+		if o.ChatID == 0 {
+			return nil, fmt.Errorf("enqueue: outgoing %d: zero chat id", i)
+		}
+	}
+	var queued []domain.Outgoing
+	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
+		var err error
+		queued, err = insertOutbox(ctx, tx, out, time.Now())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return queued, nil
+}
+
+func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now time.Time) ([]domain.Outgoing, error) {
+	queued := make([]domain.Outgoing, 0, len(out))
+	for _, o := range out {
+		if o.Created.IsZero() {
+			o.Created = now
+		}
+		// Round as stored, so the returned row equals what PendingOutbox reads.
+		o.Created = asStored(o.Created)
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO outbox (chat_id, thread_id, text, created) VALUES (?, ?, ?, ?)`,
+			o.ChatID, o.ThreadID, o.Text, millis(o.Created))
+		if err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+		if o.ID, err = res.LastInsertId(); err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+		queued = append(queued, o)
+	}
+	return queued, nil
+}
+
+// PendingOutbox returns every undelivered outgoing message, oldest first.
+func (s *Store) PendingOutbox(ctx context.Context) ([]domain.Outgoing, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Outgoing
+	for rows.Next() {
+		var o domain.Outgoing
+		if err := rows.Scan(&o.ID, &o.ChatID, &o.ThreadID, &o.Text, timeCol{&o.Created}); err != nil {
+			return nil, fmt.Errorf("pending outbox: %w", err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	return out, nil
+}
+
+// MarkSent removes a delivered message from the outbox. Marking an id that
+// is not (or no longer) there is not an error, so a retried delivery is harmless.
+func (s *Store) MarkSent(ctx context.Context, id int64) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM outbox WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("mark outbox %d sent: %w", id, err)
+	}
+	return nil
+}
+
+// State returns the router state value stored under key.
+func (s *Store) State(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM router_state WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("state %q: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// SetState stores value under key, replacing any previous value.
+func (s *Store) SetState(ctx context.Context, key, value string) error {
+	if key == "" {
+		return errors.New("set state: empty key")
+	}
+	if _, err := s.w.ExecContext(ctx, `
+		INSERT INTO router_state (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value); err != nil {
+		return fmt.Errorf("set state %q: %w", key, err)
+	}
+	return nil
+}
+
+// Session returns the agent session id of folder.
+func (s *Store) Session(ctx context.Context, folder string) (string, bool, error) {
+	var id string
+	err := s.r.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("session of %q: %w", folder, err)
+	}
+	return id, true, nil
+}
+
+// SetSession stores folder's agent session id; an empty id forgets it, so
+// the next run starts a fresh session.
+func (s *Store) SetSession(ctx context.Context, folder, sessionID string) error {
+	if folder == "" {
+		return errors.New("set session: empty folder")
+	}
+	var err error
+	if sessionID == "" {
+		_, err = s.w.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
+	} else {
+		_, err = s.w.ExecContext(ctx, `
+			INSERT INTO sessions (folder, session_id, updated) VALUES (?, ?, ?)
+			ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated = excluded.updated`,
+			folder, sessionID, millis(time.Now()))
+	}
+	if err != nil {
+		return fmt.Errorf("set session of %q: %w", folder, err)
+	}
+	return nil
+}
