@@ -33,7 +33,7 @@ func (s *Server) newProxies() proxies {
 	}
 	anthropic := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			s.rewrite(pr, s.anthropic.JoinPath(pr.In.URL.Path))
+			s.rewrite(pr, s.anthropic, pr.In.URL.Path)
 			if s.cfg.Anthropic.APIKey != "" {
 				pr.Out.Header.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
 			}
@@ -50,7 +50,7 @@ func (s *Server) newProxies() proxies {
 		openai := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				// OPENAI_BASE_URL conventionally ends in /v1 already.
-				s.rewrite(pr, s.openai.JoinPath(strings.TrimPrefix(pr.In.URL.Path, "/v1")))
+				s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
 				if s.cfg.OpenAI.APIKey != "" {
 					pr.Out.Header.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
 				}
@@ -64,14 +64,15 @@ func (s *Server) newProxies() proxies {
 	return p
 }
 
-// rewrite points the outgoing request at target and strips what the sandbox
+// rewrite points the outgoing request at base + path and strips what the sandbox
 // must not pass on. Rewrite has already removed hop-by-hop headers.
-func (s *Server) rewrite(pr *httputil.ProxyRequest, target *url.URL) {
+func (s *Server) rewrite(pr *httputil.ProxyRequest, base *url.URL, path string) {
 	out := pr.Out
-	out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
-	out.URL.Path, out.URL.RawPath = target.Path, target.RawPath
+	out.URL.Scheme, out.URL.Host = base.Scheme, base.Host
+	// path is one of the fixed routes, so plain concatenation is exact.
+	out.URL.Path, out.URL.RawPath = strings.TrimSuffix(base.Path, "/")+path, ""
 	out.URL.RawQuery = pr.In.URL.RawQuery
-	out.Host = target.Host
+	out.Host = base.Host
 	for _, h := range credentialHeaders {
 		out.Header.Del(h)
 	}
@@ -79,7 +80,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, target *url.URL) {
 	out.Header.Del("X-Forwarded-For")
 	out.Header.Del("X-Forwarded-Host")
 	out.Header.Del("X-Forwarded-Proto")
-	s.log.Debug("proxy", "method", pr.In.Method, "path", pr.In.URL.Path, "upstream_host", target.Host)
+	s.log.Debug("proxy", "method", pr.In.Method, "path", pr.In.URL.Path, "upstream_host", base.Host)
 }
 
 // limitBody reads the whole request body under the cap before proxying, so an

@@ -16,7 +16,7 @@ import (
 //	TOOL <name> <json-object>   call a tool; several run in order, one per turn
 //	SLEEP <duration>            wait that long before the first answer to this prompt
 //	REPLY <text>                the final answer is exactly <text> (to the line end;
-//	                            a trailing </message> of the host's format is dropped)
+//	                            a trailing closing tag of the host's format is dropped)
 //	REPLY_LONG <n>              the final answer is n characters of paragraphs
 //
 // Directives may sit inside other text on a line. While fewer tool_results than
@@ -57,6 +57,9 @@ type directives struct {
 	hasReply bool
 }
 
+// closingTag is the host's element end after a directive (</message>, </scheduled_task>).
+var closingTag = regexp.MustCompile(`</[a-z_]+>$`)
+
 func parseDirectives(prompt string) (directives, error) {
 	var d directives
 	for _, line := range strings.Split(prompt, "\n") {
@@ -78,7 +81,7 @@ func parseDirectives(prompt string) (directives, error) {
 				d.longN, d.hasReply = min(n, maxLong), true
 			}
 		} else if m := replyRe.FindStringSubmatch(line); m != nil && !d.hasReply {
-			text := strings.TrimSuffix(strings.TrimRight(m[1], " \t\r"), "</message>")
+			text := closingTag.ReplaceAllString(strings.TrimRight(m[1], " \t\r"), "")
 			d.reply, d.hasReply = &text, true
 		}
 	}

@@ -6,7 +6,14 @@
 // set through prlimit(1) before bwrap starts, because cgroups are not available
 // to an unprivileged user on every host. RLIMIT_NPROC is counted per user
 // namespace (Linux ≥ 5.14), but the limit is also applied to the run-as user's
-// total across its sandboxes, so concurrent sandboxes of the same user share it.
+// total across its sandboxes, so concurrent sandboxes of the same user share it:
+// run bwrap as a dedicated user. RLIMIT_AS is per process and counts address
+// space, not resident memory; a Go program reserves about 800 MiB at start, so
+// keep MemoryBytes at 1 GiB or more for the Go agent.
+//
+// When the agent exits, bwrap leaves its PID-namespace init for the host's PID 1
+// to reap; until then the zombie counts against the run-as user's process
+// limit. The host therefore needs a reaping init (systemd, or docker run --init).
 package bwrap
 
 import (
@@ -253,7 +260,9 @@ func killGroup(cmd *exec.Cmd) error {
 // Run starts the sandbox for spec, feeds it spec.Stdin, copies its stdout to
 // spec.Stdout (capped), and returns once every process of the sandbox is gone.
 // An error means the sandbox could not be set up (nothing ran unsandboxed) or ctx
-// was cancelled; the agent's own failure is a non-zero Result.ExitCode.
+// was cancelled (the sandbox is then killed like on timeout, TimedOut is set and
+// the error wraps ctx.Err()); the agent's own failure is a non-zero
+// Result.ExitCode, 128+signal when it was killed.
 func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
 	return b.run(ctx, spec, nil)
 }

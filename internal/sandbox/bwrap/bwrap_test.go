@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -220,17 +221,14 @@ grep -rl 'FAKE PRIVATE KEY' /workspace /home /tmp /etc /run 2>/dev/null; ls /roo
 
 func TestHostSocketIsBound(t *testing.T) {
 	f := newFixture(t, nil)
-	ln, err := net.Listen("unix", f.sock)
+	uid, gid := runAs()
+	// The real host socket: 0600, owned by the sandbox user.
+	srv, err := hostsock.Listen(f.sock, uid, gid, hostsock.Identity{Group: "team", InvocationID: "test"}, hostsock.Config{
+		IPC: func(_ context.Context, id hostsock.Identity, op string, body []byte) (int, any) {
+			return http.StatusOK, map[string]string{"group": id.Group, "op": op, "body": string(body)}
+		},
+	})
 	require.NoError(t, err)
-	defer ln.Close()
-	require.NoError(t, os.Chmod(f.sock, 0o600))
-	if f.uid != os.Getuid() {
-		require.NoError(t, os.Chown(f.sock, f.uid, f.uid))
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("pong " + r.URL.Path))
-	})}
-	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
 	spec := f.spec()
@@ -238,8 +236,8 @@ func TestHostSocketIsBound(t *testing.T) {
 	script := "test -S /run/clawpen/host.sock"
 	want := ""
 	if _, err := exec.LookPath("curl"); err == nil {
-		script += " && curl -s --unix-socket /run/clawpen/host.sock http://clawpen/ping"
-		want = "pong /ping"
+		script += ` && curl -s --unix-socket /run/clawpen/host.sock -d '{"group":"main"}' http://clawpen/ipc/ping`
+		want = `{"body":"{\"group\":\"main\"}","group":"team","op":"ping"}` + "\n"
 	}
 	o := f.sh(t, spec, script)
 	require.NoError(t, o.err)
