@@ -77,7 +77,8 @@ type Backend struct {
 	switchUser bool // the host is root: start bwrap with Credential{uid, gid}
 	host       hostLayout
 	log        *slog.Logger
-	afterOpen  func() // test hook: runs after the bind sources are opened
+	afterOpen  func()    // test hook: runs after the bind sources are opened
+	sawInit    func(int) // test hook: the host pid of the namespace init
 }
 
 // New validates cfg: bwrap, prlimit and the agent binary must exist, and the
@@ -125,6 +126,14 @@ func New(cfg Config) (*Backend, error) {
 		}
 	}
 	b.host = probeHost()
+	// bwrap exits without reaping its PID-namespace init, which is then
+	// reparented. As a child subreaper the host gets it and reaps it at once
+	// (nsProcess.reap); otherwise it waits for the host's PID 1, which may be
+	// slow or absent, while every zombie counts against the run-as user's
+	// process limit.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		b.log.Warn("cannot become child subreaper; sandbox zombies wait for PID 1", "err", err)
+	}
 	return b, nil
 }
 
@@ -337,8 +346,13 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	// bwrap is reaped; make sure its PID namespace is empty before returning.
 	if ns := <-nsInit; ns != nil {
+		if b.sawInit != nil {
+			b.sawInit(ns.pid)
+		}
 		if !ns.killAndWait(reapWait) {
 			log.Error("sandbox PID namespace did not exit in time", "init_pid", ns.pid)
+		} else {
+			ns.reap()
 		}
 		ns.close()
 	}
@@ -439,6 +453,19 @@ func (n *nsProcess) killAndWait(max time.Duration) bool {
 }
 
 func (n *nsProcess) close() { _ = unix.Close(n.pidfd) }
+
+// reap collects the exited init when it was reparented to this process (the
+// host is a child subreaper). If it is not our child, waitid fails at once
+// with ECHILD and someone else reaps it.
+func (n *nsProcess) reap() {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PIDFD, n.pidfd, &info, unix.WEXITED, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
 
 // countUserProcesses counts the host processes (zombies included) whose real
 // uid is uid.

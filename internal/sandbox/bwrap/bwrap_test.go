@@ -3,6 +3,7 @@ package bwrap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -492,4 +493,22 @@ func TestArgs(t *testing.T) {
 	spec.GlobalWritable = true
 	assert.Contains(t, strings.Join(b.Args(spec), " "), "--bind-fd 9 /workspace/global")
 	assert.True(t, strings.HasSuffix(strings.Join(b.Args(spec), " "), "-- "+AgentPath))
+}
+
+// bwrap exits without reaping its namespace init; the backend must reap it
+// itself so no zombie waits for PID 1 while counting against the process limit.
+func TestNamespaceInitReaped(t *testing.T) {
+	f := newFixture(t, nil)
+	var pids []int
+	f.b.sawInit = func(pid int) { pids = append(pids, pid) }
+	for range 5 {
+		o := f.cmd(t, f.spec(), "/bin/true")
+		require.NoError(t, o.err)
+		require.Equal(t, 0, o.res.ExitCode)
+	}
+	require.Len(t, pids, 5)
+	for _, pid := range pids {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		assert.True(t, os.IsNotExist(err), "namespace init %d is still a process (zombie) after Run returned", pid)
+	}
 }
