@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -272,12 +273,15 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		log.Info("waiting for pairing", "bot", tg.Username())
 	}
 
-	go rt.Deliver(ctx)
-	go func() {
+	// Everything that writes to the store finishes before it is closed.
+	var background sync.WaitGroup
+	defer background.Wait()
+	background.Go(func() { rt.Deliver(ctx) })
+	background.Go(func() {
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("scheduler stopped", "err", err)
 		}
-	}()
+	})
 	if err := rt.RecoverPending(ctx); err != nil {
 		return err
 	}
@@ -297,7 +301,9 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 			return rt.Handle(ctx, inbound(u.Message))
 		},
 		func(ctx context.Context, next int64) error {
-			return st.SetState(ctx, offsetKey, strconv.FormatInt(next, 10))
+			// The update was handled; persist that even during shutdown, or
+			// a restart would offer it again.
+			return st.SetState(context.WithoutCancel(ctx), offsetKey, strconv.FormatInt(next, 10))
 		})
 	q.Wait()
 	if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -86,10 +87,34 @@ func (r *Router) Deliver(ctx context.Context) {
 	}
 }
 
-func (r *Router) send(ctx context.Context, o domain.Outgoing) error {
-	if _, err := r.cfg.Messenger.Send(ctx, o.ChatID, o.ThreadID, o.Text); err != nil {
+// migration is how a Messenger says a group became a supergroup with a new id.
+type migration interface{ Migration() (from, to int64) }
+
+// sendGrace bounds a send that shutdown interrupts: it is finished rather
+// than cut, since a cut request may have reached Telegram and would then be
+// sent again after the restart.
+const sendGrace = 20 * time.Second
+
+func (r *Router) send(parent context.Context, o domain.Outgoing) error {
+	if parent.Err() != nil {
+		return parent.Err() // shutting down: do not start new sends
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), sendGrace)
+	defer cancel()
+	_, err := r.cfg.Messenger.Send(ctx, o.ChatID, o.ThreadID, o.Text)
+	var mig migration
+	if errors.As(err, &mig) {
+		from, to := mig.Migration()
+		if merr := r.migrate(ctx, from, to); merr != nil {
+			return merr
+		}
+		_, err = r.cfg.Messenger.Send(ctx, to, o.ThreadID, o.Text)
+	}
+	if err != nil {
 		return err
 	}
+	// Telegram has the message: record that even if shutdown has begun, or a
+	// restart would send it again.
 	if err := r.cfg.Store.MarkSent(ctx, o.ID); err != nil {
 		return fmt.Errorf("mark outbox %d sent: %w", o.ID, err)
 	}

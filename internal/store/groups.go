@@ -191,10 +191,14 @@ func (s *Store) RekeyChat(ctx context.Context, oldID, newID int64) error {
 					title = CASE WHEN chats.title <> '' THEN chats.title ELSE excluded.title END,
 					last_seen = max(chats.last_seen, excluded.last_seen)`,
 			`DELETE FROM chats WHERE id = ?1`,
-			// OR IGNORE: a message id already used in the new chat would
-			// violate (chat_id, message_id); such an old row stays under
-			// the old id rather than aborting the migration or being lost.
-			`UPDATE OR IGNORE messages SET chat_id = ?2 WHERE chat_id = ?1`,
+			// The supergroup numbers its messages anew, so the history's ids
+			// are negated (Telegram's are positive) to keep (chat_id,
+			// message_id) free for the new ones. OR IGNORE: an id already
+			// taken stays under the old chat rather than aborting the
+			// migration or being lost.
+			`UPDATE OR IGNORE messages SET chat_id = ?2,
+				message_id = CASE WHEN message_id > 0 THEN -message_id ELSE message_id END
+				WHERE chat_id = ?1`,
 			`UPDATE outbox SET chat_id = ?2 WHERE chat_id = ?1`,
 			`UPDATE tasks SET chat_id = ?2 WHERE chat_id = ?1`,
 		}

@@ -559,10 +559,16 @@ func TestRekeyChatMergesExistingTarget(t *testing.T) {
 	for _, m := range msgs {
 		texts = append(texts, m.Text)
 	}
-	assert.ElementsMatch(t, []string{"new one", "old two"}, texts)
+	assert.ElementsMatch(t, []string{"new one", "old one", "old two"}, texts, "history and new messages live side by side")
 	n, err := s.CountMessages(ctx, -1)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n, "a colliding old message stays under the old id rather than being lost")
+	assert.Zero(t, n)
+
+	// The supergroup numbers its messages anew: its message 2 is new, not a
+	// duplicate of the old group's message 2.
+	_, inserted, err := s.AddMessage(ctx, domain.Message{ChatID: -2, MessageID: 2, Text: "new two"})
+	require.NoError(t, err)
+	assert.True(t, inserted)
 }
 
 func TestStateAndSessions(t *testing.T) {

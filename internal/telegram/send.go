@@ -119,3 +119,7 @@ func permanent(err error) bool {
 	}
 	return false
 }
+
+// Migration reports the old and new chat id, for callers that know the error
+// only by this method.
+func (e *MigratedError) Migration() (from, to int64) { return e.ChatID, e.NewChatID }

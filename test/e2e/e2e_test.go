@@ -45,6 +45,7 @@ func TestStrangerIgnoredAndNotStored(t *testing.T) {
 
 func TestPairing(t *testing.T) {
 	h := newHost(t, options{owner: false})
+	require.True(t, h.stdout.wait(ctxT(t), "/pair "), "serve prints a pairing code")
 	m := regexp.MustCompile(`/pair ([A-Z2-7]+)`).FindStringSubmatch(h.stdout.String())
 	require.Len(t, m, 2, "serve prints a pairing code; stdout:\n%s", h.stdout.String())
 	h.say(strangerID, "private", "", strangerID, "/pair WRONGCODE")
@@ -60,10 +61,10 @@ func TestPairing(t *testing.T) {
 	// the code is not offered again.
 	h.stop()
 	h.start()
-	assert.NotContains(t, h.stdout.String(), "/pair ")
+	assert.NotContains(t, h.stdout.String(), "/pair ", "stdout after restart:\n%s", h.stdout.String())
 	h.ownerSays("still mine")
 	got = h.replies(ownerID, 3)
-	assert.Contains(t, got[2], "still mine")
+	assert.Contains(t, got[2], "still mine", "all: %q", got)
 }
 
 func registerGroup(t *testing.T, h *host, folder string) {

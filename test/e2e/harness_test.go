@@ -290,3 +290,10 @@ func promptOf(r fakellm.Request) string {
 	}
 	return ""
 }
+
+// ctxT is a context bounded for one wait in a test.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
