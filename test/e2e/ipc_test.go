@@ -136,3 +136,14 @@ func (h *host) auditLog() string {
 	}
 	return b.String()
 }
+
+// cliFails runs the CLI expecting a failure and returns its output.
+func (h *host) cliFails(args ...string) string {
+	h.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "clawpen"), args...)
+	cmd.Dir = h.dir
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	require.Error(h.t, err, "clawpen %v should fail: %s", args, out)
+	return string(out)
+}
