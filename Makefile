@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test vet fuzz bench deps doctor clean
+.PHONY: all build run test vet fuzz bench deps doctor image clean
 
 all: build
 
@@ -15,6 +15,8 @@ deps:
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v prlimit >/dev/null || missing="$$missing util-linux"; \
 	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
+	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	if command -v docker >/dev/null; then command -v debootstrap >/dev/null || missing="$$missing debootstrap"; fi; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing packages:$$missing — install them with: sudo apt-get install$$missing"; exit 1; fi; \
@@ -31,6 +33,10 @@ $(BIN)/clawpen-agent: FORCE
 
 FORCE:
 
+# The Docker agent image; the base is made locally with debootstrap when missing.
+image: build
+	./$(BIN)/clawpen image build
+
 run: deps build
 	@test -f .env || { echo "No .env: cp configs/.env.example .env and fill in TELEGRAM_BOT_TOKEN and ANTHROPIC_API_KEY"; exit 1; }
 	./$(BIN)/clawpen serve
@@ -44,13 +50,18 @@ vet:
 
 test: deps build vet
 	$(GO) test -count=1 -timeout 20m ./...
+	@if docker info >/dev/null 2>&1; then \
+	  echo "end-to-end tests again on the Docker backend (real agent image)"; \
+	  CLAWPEN_E2E_SANDBOX=docker $(GO) test -count=1 -timeout 20m ./test/e2e/; \
+	else echo "SKIP Docker end-to-end tests: no Docker engine answers (docker info failed)"; fi
 	$(MAKE) --no-print-directory fuzz
 
 # Every fuzz target for a bounded time (FUZZTIME each).
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/clawpen-fuzz.out 2>&1 || { cat /tmp/clawpen-fuzz.out; exit 1; }; \
 	  done; done; echo "fuzz: all targets ran for $(FUZZTIME) each"
 
 bench: build

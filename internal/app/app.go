@@ -26,6 +26,7 @@ import (
 	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
+	"github.com/clawpen/clawpen/internal/sandbox/docker"
 	"github.com/clawpen/clawpen/internal/scheduler"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
@@ -117,24 +118,86 @@ func (u unavailable) Run(context.Context, sandbox.Spec) (sandbox.Result, error) 
 	return sandbox.Result{}, u.err
 }
 
-// Backend picks the sandbox backend as CLAWPEN_SANDBOX asks. It never
-// returns an unsandboxed runner: on failure it returns one that refuses.
-func Backend(ctx context.Context, cfg config.Config, uid, gid int, log *slog.Logger) runner.Sandbox {
-	if cfg.Sandbox == "docker" {
-		return unavailable{errors.New("CLAWPEN_SANDBOX=docker: the Docker backend is not available in this build; use bwrap or auto")}
+// Backend picks the sandbox backend as CLAWPEN_SANDBOX asks: docker, bwrap,
+// or auto (Docker when the engine answers and the agent image exists, else
+// bwrap). It never returns an unsandboxed runner: when nothing works it
+// returns one that refuses every run with the reasons. The uid/gid are the
+// host user the sandbox writes as; close releases the backend.
+func Backend(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) (sb runner.Sandbox, uid, gid int, close func()) {
+	noop := func() {}
+	var reasons []string
+	if cfg.Sandbox == "docker" || cfg.Sandbox == "auto" {
+		d, err := dockerBackend(ctx, cfg, getenv, log)
+		if err == nil {
+			return d, sandbox.UID, sandbox.GID, func() { _ = d.Close() }
+		}
+		if cfg.Sandbox == "docker" {
+			return unavailable{fmt.Errorf("no sandbox: CLAWPEN_SANDBOX=docker: %w", err)}, -1, -1, noop
+		}
+		log.Info("Docker sandbox not available; trying bubblewrap", "reason", err)
+		reasons = append(reasons, "docker: "+err.Error())
 	}
+	uid, gid, err := SandboxUser(cfg.GroupsDir)
+	if err != nil {
+		return unavailable{fmt.Errorf("no sandbox: %w", err)}, -1, -1, noop
+	}
+	b, err := bwrapBackend(ctx, cfg, uid, gid, log)
+	if err != nil {
+		reasons = append(reasons, "bwrap: "+err.Error())
+		return unavailable{fmt.Errorf("no sandbox: %s", strings.Join(reasons, "; "))}, uid, gid, noop
+	}
+	return b, uid, gid, noop
+}
+
+func bwrapBackend(ctx context.Context, cfg config.Config, uid, gid int, log *slog.Logger) (*bwrap.Backend, error) {
 	bin, err := AgentBin(cfg)
 	if err != nil {
-		return unavailable{fmt.Errorf("no sandbox: %w", err)}
+		return nil, err
 	}
 	b, err := bwrap.New(bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log})
 	if err != nil {
-		return unavailable{fmt.Errorf("no sandbox: %w (install it with `apt-get install bubblewrap`)", err)}
+		return nil, err
 	}
 	if err := b.Check(ctx); err != nil {
-		return unavailable{fmt.Errorf("no sandbox: bubblewrap cannot create its namespaces: %w", err)}
+		return nil, fmt.Errorf("bubblewrap cannot create its namespaces: %w", err)
 	}
-	return b
+	return b, nil
+}
+
+// dockerBackend connects to the engine and checks the image. The container
+// runs as uid 1000 with no user-namespace mapping, so the host must be root
+// (it hands the group's folders to 1000) or be uid 1000 itself.
+func dockerBackend(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) (*docker.Backend, error) {
+	if euid := os.Geteuid(); euid != 0 && euid != sandbox.UID {
+		return nil, fmt.Errorf("the Docker sandbox writes as uid %d; run the host as root or as uid %d", sandbox.UID, sandbox.UID)
+	}
+	d, err := docker.New(ctx, docker.Config{Image: cfg.AgentImage, Runtime: getenv("CLAWPEN_DOCKER_RUNTIME"), HostPath: hostPathMapper(getenv), Instance: cfg.DataDir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Check(ctx); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// hostPathMapper translates paths of this process into paths on the Docker
+// host, for a host that itself runs in a container: CLAWPEN_HOST_ROOT=/srv/clawpen
+// with CLAWPEN_ROOT=/app means /app/groups/x is /srv/clawpen/groups/x to the engine.
+func hostPathMapper(getenv func(string) string) func(string) string {
+	hostRoot, root := getenv("CLAWPEN_HOST_ROOT"), getenv("CLAWPEN_ROOT")
+	if hostRoot == "" || root == "" {
+		return nil
+	}
+	root = filepath.Clean(root)
+	return func(p string) string {
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return p
+		}
+		return filepath.Join(hostRoot, rel)
+	}
 }
 
 // RetryBackoff reads CLAWPEN_RETRY_BACKOFF ("5s,30s,2m"), the waits between
@@ -184,10 +247,6 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	}
 	defer st.Close()
 
-	uid, gid, err := SandboxUser(cfg.GroupsDir)
-	if err != nil {
-		return err
-	}
 	// Sockets of invocations that a crash left behind; their sandboxes died with us.
 	if err := os.RemoveAll(runner.SocketsDir(cfg.DataDir)); err != nil {
 		return fmt.Errorf("remove stale sockets: %w", err)
@@ -196,7 +255,18 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		return err
 	}
 
-	backend := Backend(ctx, cfg, uid, gid, log)
+	backend, uid, gid, closeBackend := Backend(ctx, cfg, getenv, log)
+	defer closeBackend()
+	if d, ok := backend.(*docker.Backend); ok {
+		// Containers do not die with the host; remove what a crash left.
+		n, err := d.RemoveOrphans(ctx)
+		if err != nil {
+			return fmt.Errorf("remove orphaned sandbox containers: %w", err)
+		}
+		if n > 0 {
+			log.Info("removed orphaned sandbox containers", "count", n)
+		}
+	}
 	if u, ok := backend.(unavailable); ok {
 		log.Error("agents will not run", "reason", u.err)
 	} else {

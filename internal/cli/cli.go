@@ -21,6 +21,7 @@ import (
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/doctor"
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/image"
 	"github.com/clawpen/clawpen/internal/ipc"
 	"github.com/clawpen/clawpen/internal/policy"
 )
@@ -38,6 +39,7 @@ Usage:
   clawpen tasks add <folder> <cron|interval|once> <value> <prompt> [--isolated]
   clawpen tasks pause|resume|cancel <id>
   clawpen tasks runs <id>              the run log of a task
+  clawpen image build                  build the Docker agent image (container/Dockerfile)
   clawpen version
 `
 
@@ -76,6 +78,22 @@ func Run(args []string, version string, stdout, stderr io.Writer) int {
 		return groups(ctx, cfg, args[1:], stdout, stderr)
 	case "tasks":
 		return tasks(ctx, cfg, args[1:], stdout, stderr)
+	case "image":
+		if len(args) != 2 || args[1] != "build" {
+			fmt.Fprintln(stderr, "usage: clawpen image build")
+			return 2
+		}
+		bin, err := app.AgentBin(cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "clawpen image build:", err)
+			return 1
+		}
+		if err := image.Build(ctx, image.Options{ProjectRoot: ".", AgentBin: bin, Tag: cfg.AgentImage, Out: stdout}); err != nil {
+			fmt.Fprintln(stderr, "clawpen image build:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "built", cfg.AgentImage)
+		return 0
 	case "version":
 		fmt.Fprintln(stdout, "clawpen", version)
 		return 0

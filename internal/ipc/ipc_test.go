@@ -21,7 +21,7 @@ var (
 	familyID = hostsock.Identity{Group: "family", ChatID: -100}
 )
 
-func setup(t *testing.T) (*Handler, *store.Store) {
+func setup(t testing.TB) (*Handler, *store.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), filepath.Join(dir, "db"))
@@ -202,23 +202,30 @@ func FuzzHandle(f *testing.F) {
 	f.Add("schedule_task", `{"prompt":"p","schedule_type":"cron","schedule_value":"0 9 * * *","group":"work"}`, false)
 	f.Add("register_group", `{"chat_id":-300,"name":"X","folder":"x"}`, true)
 	f.Add("pause_task", `{"task_id":1}`, false)
+	h, st := setup(f)
 	f.Fuzz(func(t *testing.T, op, body string, isMain bool) {
-		h, st := setup(t)
+		ctx := context.Background()
 		id := familyID
 		if isMain {
 			id = mainID
 		}
-		status, resp := h.Handle(context.Background(), id, op, []byte(body))
-		_, err := json.Marshal(resp)
+		before, err := st.PendingOutbox(ctx)
+		require.NoError(t, err)
+		status, resp := h.Handle(ctx, id, op, []byte(body))
+		_, err = json.Marshal(resp)
 		require.NoError(t, err)
 		require.Contains(t, []int{200, 400, 403, 404}, status)
-		if !isMain && status == 200 {
-			// Whatever a non-main caller sends, nothing leaves its own chat.
-			out, err := st.PendingOutbox(context.Background())
-			require.NoError(t, err)
-			for _, o := range out {
-				require.Equal(t, int64(-100), o.ChatID)
-			}
+		after, err := st.PendingOutbox(ctx)
+		require.NoError(t, err)
+		if isMain {
+			return
+		}
+		// Whatever a non-main caller sends, nothing leaves its own chat.
+		for _, o := range after[len(before):] {
+			require.Equal(t, int64(-100), o.ChatID)
+		}
+		if status != 200 {
+			require.Len(t, after, len(before), "a refused request changes nothing")
 		}
 	})
 }

@@ -32,7 +32,7 @@ func TestCommandsRegisteredAndOwnerOnly(t *testing.T) {
 
 	h.ownerSays("/status")
 	got = h.replies(ownerID, 3)
-	assert.Contains(t, got[2], "Sandbox: bwrap")
+	assert.Contains(t, got[2], "Sandbox: "+backend)
 	h.ownerSays("/help")
 	got = h.replies(ownerID, 4)
 	assert.Contains(t, got[3], "/schedule")

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"html"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/image"
 	"github.com/clawpen/clawpen/test/fakellm"
 	"github.com/clawpen/clawpen/test/faketg"
 )
@@ -35,7 +37,16 @@ const (
 	secretSSH  = "PLANTED-SSH-PRIVATE-KEY"
 )
 
-var binDir string // holds clawpen and clawpen-agent, built once
+var (
+	binDir string // holds clawpen and clawpen-agent, built once
+	// backend is the sandbox the hosts use: bwrap, or docker with
+	// CLAWPEN_E2E_SANDBOX=docker (make test runs both where an engine exists).
+	backend = cmp.Or(os.Getenv("CLAWPEN_E2E_SANDBOX"), "bwrap")
+)
+
+// e2eImage is the real agent image (container/Dockerfile), built fresh from
+// this tree's agent for the docker run.
+const e2eImage = "clawpen-agent:e2e"
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -71,7 +82,42 @@ func runMain(m *testing.M) int {
 		}
 	}
 	binDir = dir
-	return m.Run()
+	if backend == "docker" {
+		if err := exec.Command("docker", "info").Run(); err != nil {
+			fmt.Println("SKIP: CLAWPEN_E2E_SANDBOX=docker but no Docker engine answers (docker info failed)")
+			return 0
+		}
+		ctx := context.Background()
+		if err := image.Build(ctx, image.Options{ProjectRoot: root, AgentBin: filepath.Join(dir, "clawpen-agent"), Tag: e2eImage, Out: io.Discard}); err != nil {
+			fmt.Fprintln(os.Stderr, "build the agent image:", err)
+			return 1
+		}
+	}
+	code := m.Run()
+	if backend == "docker" && code == 0 {
+		if left := leftoverContainers(); left != "" {
+			fmt.Fprintln(os.Stderr, "sandbox containers left behind:\n"+left)
+			return 1
+		}
+	}
+	return code
+}
+
+// leftoverContainers lists sandbox containers of this run's hosts (their
+// instance label is a data dir under an e2e temp dir).
+func leftoverContainers() string {
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=clawpen.instance",
+		"--format", `{{.ID}} {{.Label "clawpen.instance"}} {{.Status}}`).Output()
+	if err != nil {
+		return "docker ps failed: " + err.Error()
+	}
+	var left []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, filepath.Join(os.TempDir(), "clawpen-e2e-")) {
+			left = append(left, line)
+		}
+	}
+	return strings.Join(left, "\n")
 }
 
 // host is one running `clawpen serve` with its fakes and directories.
@@ -119,7 +165,8 @@ func newHost(t *testing.T, o options) *host {
 		"ANTHROPIC_API_KEY=" + apiKey,
 		"ANTHROPIC_BASE_URL=" + llm.URL(),
 		"CLAWPEN_MODEL=claude-test",
-		"CLAWPEN_SANDBOX=bwrap",
+		"CLAWPEN_SANDBOX=" + backend,
+		"CLAWPEN_AGENT_IMAGE=" + e2eImage,
 		"CLAWPEN_AGENT_BIN=" + filepath.Join(binDir, "clawpen-agent"),
 		"CLAWPEN_AGENT_TIMEOUT=60s",
 		"CLAWPEN_RETRY_BACKOFF=200ms,400ms",

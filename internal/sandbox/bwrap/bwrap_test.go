@@ -410,7 +410,7 @@ func TestOutputCapKills(t *testing.T) {
 }
 
 func TestProcessLimit(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, dedicatedUser(41001))
 	requireQuietUser(t, f)
 	m := marker(t)
 	spec := f.spec()
@@ -428,7 +428,7 @@ func TestProcessLimit(t *testing.T) {
 }
 
 func TestForkBombContained(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, dedicatedUser(41002))
 	requireQuietUser(t, f)
 	m := marker(t)
 	spec := f.spec()

@@ -40,6 +40,16 @@ func requireBwrap(t testing.TB) {
 	}
 }
 
+// dedicatedUser gives a test its own run-as uid (root only), so process counts
+// of other sandboxes running meanwhile cannot disturb a process-limit test.
+func dedicatedUser(uid int) func(*Config) {
+	return func(c *Config) {
+		if os.Getuid() == 0 {
+			c.RunAsUID, c.RunAsGID = uid, uid
+		}
+	}
+}
+
 func runAs() (int, int) {
 	if os.Getuid() == 0 {
 		return sandboxUID, sandboxGID
@@ -75,6 +85,11 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	require.NoError(t, os.WriteFile(filepath.Join(f.home, ".ssh", "id_rsa"), []byte("FAKE PRIVATE KEY"), 0o644))
 
 	uid, gid := runAs()
+	cfg := Config{RunAsUID: uid, RunAsGID: gid, Command: []string{"/bin/true"}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	uid, gid = cfg.RunAsUID, cfg.RunAsGID
 	f.uid = os.Getuid()
 	if uid > 0 {
 		f.uid = uid
@@ -90,10 +105,6 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 		}
 	}
 
-	cfg := Config{RunAsUID: uid, RunAsGID: gid, Command: []string{"/bin/true"}}
-	if mod != nil {
-		mod(&cfg)
-	}
 	b, err := New(cfg)
 	require.NoError(t, err)
 	f.b = b

@@ -1,0 +1,178 @@
+package docker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/mount"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+func TestCreateConfigHardening(t *testing.T) {
+	b := &Backend{cfg: Config{Image: "img:1", Runtime: "runsc", HostPath: func(p string) string { return "/engine" + p }}}
+	spec := sandbox.Spec{
+		InvocationID: "inv1", Group: "team",
+		GroupDir: "/g", GlobalDir: "/gl", SessionDir: "/s", SocketPath: "/sock",
+		Extra: []sandbox.Mount{{HostPath: "/x", Name: "x", ReadOnly: true}, {HostPath: "/y", Name: "y"}},
+		Env:   map[string]string{"B": "2", "A": "1", "PATH": "/evil", "HOME": "/root"},
+		Limits: sandbox.Limits{
+			Timeout: time.Minute, OutputBytes: 1, MemoryBytes: 123 << 20, Pids: 77, TmpBytes: 1234,
+		},
+	}
+	cfg, host, err := b.createConfig(spec, nil)
+	require.NoError(t, err)
+
+	assert.Equal(t, "img:1", cfg.Image)
+	assert.Equal(t, "1000:1000", cfg.User)
+	assert.Equal(t, "clawpen", cfg.Hostname)
+	assert.Equal(t, "/workspace/group", cfg.WorkingDir)
+	assert.Equal(t, []string{AgentPath}, []string(cfg.Entrypoint))
+	assert.Empty(t, cfg.Cmd)
+	assert.NotNil(t, cfg.Cmd, "an empty, not nil, Cmd keeps the image's CMD out")
+	assert.Equal(t, []string{"A=1", "B=2", "HOME=/home/agent", "USER=agent", "PATH=/usr/local/bin:/usr/bin:/bin"}, cfg.Env)
+	assert.Equal(t, map[string]string{LabelGroup: "team", LabelInvocation: "inv1"}, cfg.Labels)
+	assert.True(t, cfg.OpenStdin && cfg.StdinOnce && cfg.AttachStdin && cfg.AttachStdout && cfg.AttachStderr)
+	assert.False(t, cfg.Tty)
+	assert.False(t, cfg.NetworkDisabled, "NetworkDisabled would share the host's network namespace")
+
+	assert.True(t, host.ReadonlyRootfs)
+	assert.Equal(t, []string{"ALL"}, host.CapDrop)
+	assert.Empty(t, host.CapAdd)
+	assert.Equal(t, []string{"no-new-privileges"}, host.SecurityOpt)
+	assert.EqualValues(t, "none", host.NetworkMode)
+	assert.EqualValues(t, "private", host.IpcMode)
+	assert.False(t, host.Privileged)
+	assert.False(t, host.AutoRemove)
+	require.NotNil(t, host.Init)
+	assert.True(t, *host.Init)
+	assert.Equal(t, "runsc", host.Runtime)
+	assert.Equal(t, int64(123<<20), host.Memory)
+	assert.Equal(t, int64(123<<20), host.MemorySwap)
+	assert.Equal(t, int64(DefaultNanoCPUs), host.NanoCPUs)
+	require.NotNil(t, host.PidsLimit)
+	assert.Equal(t, int64(77), *host.PidsLimit)
+	assert.Equal(t, "json-file", host.LogConfig.Type)
+	assert.Equal(t, logMaxSize, host.LogConfig.Config["max-size"])
+	assert.Equal(t, map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=1234"}, host.Tmpfs)
+	assert.Empty(t, host.Binds, "binds go through Mounts, with explicit propagation")
+
+	type m struct {
+		src, dst string
+		ro       bool
+	}
+	var got []m
+	for _, mt := range host.Mounts {
+		assert.Equal(t, mount.TypeBind, mt.Type)
+		require.NotNil(t, mt.BindOptions)
+		assert.Equal(t, mount.PropagationPrivate, mt.BindOptions.Propagation)
+		assert.NotContains(t, mt.Source, "docker.sock")
+		got = append(got, m{mt.Source, mt.Target, mt.ReadOnly})
+	}
+	assert.Equal(t, []m{
+		{"/engine/g", "/workspace/group", false},
+		{"/engine/gl", "/workspace/global", true},
+		{"/engine/s", "/home/agent", false},
+		{"/engine/sock", "/run/clawpen/host.sock", false},
+		{"/engine/x", "/workspace/extra/x", true},
+		{"/engine/y", "/workspace/extra/y", false},
+	}, got)
+
+	spec.GlobalWritable = true
+	_, host, err = b.createConfig(spec, []string{"/bin/sh", "-c", "true"})
+	require.NoError(t, err)
+	assert.False(t, host.Mounts[1].ReadOnly)
+}
+
+func TestCreateConfigCommandAndDefaults(t *testing.T) {
+	b := &Backend{cfg: Config{Image: "img", Command: []string{"/bin/true", "x"}}}
+	cfg, host, err := b.createConfig(sandbox.Spec{GroupDir: "/g"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/bin/true"}, []string(cfg.Entrypoint))
+	assert.Equal(t, []string{"x"}, []string(cfg.Cmd))
+	assert.Equal(t, sandbox.DefaultLimits.MemoryBytes, host.Memory)
+	assert.Equal(t, int64(sandbox.DefaultLimits.Pids), *host.PidsLimit)
+	assert.Len(t, host.Mounts, 1)
+	assert.Contains(t, host.Tmpfs, "/home/agent", "no session dir: a private tmpfs home")
+	assert.Contains(t, host.Tmpfs["/home/agent"], "uid=1000,gid=1000")
+
+	cfg, _, err = b.createConfig(sandbox.Spec{GroupDir: "/g"}, []string{"/bin/sh", "-c", "echo"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/bin/sh"}, []string(cfg.Entrypoint))
+	assert.Equal(t, []string{"-c", "echo"}, []string(cfg.Cmd))
+}
+
+func TestValidateSpec(t *testing.T) {
+	ok := sandbox.Spec{GroupDir: "/g"}
+	tests := []struct {
+		name string
+		mod  func(*sandbox.Spec)
+		want string
+	}{
+		{"valid", func(*sandbox.Spec) {}, ""},
+		{"no group", func(s *sandbox.Spec) { s.GroupDir = "" }, "no GroupDir"},
+		{"relative group", func(s *sandbox.Spec) { s.GroupDir = "groups/x" }, "not an absolute path"},
+		{"relative socket", func(s *sandbox.Spec) { s.SocketPath = "x.sock" }, "not an absolute path"},
+		{"bad env name", func(s *sandbox.Spec) { s.Env = map[string]string{"A=B": "x"} }, "invalid environment variable name"},
+		{"digit env name", func(s *sandbox.Spec) { s.Env = map[string]string{"1A": "x"} }, "invalid environment variable name"},
+		{"nul env value", func(s *sandbox.Spec) { s.Env = map[string]string{"A": "x\x00y"} }, "contains NUL"},
+		{"extra dotdot", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: ".."}} }, "invalid extra mount name"},
+		{"extra slash", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a/b"}} }, "invalid extra mount name"},
+		{"extra comma", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a,b"}} }, "invalid extra mount name"},
+		{"extra dup", func(s *sandbox.Spec) {
+			s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a"}, {HostPath: "/y", Name: "a"}}
+		}, "duplicate"},
+		{"extra relative", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "x", Name: "a"}} }, "absolute host path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ok
+			tc.mod(&s)
+			err := validateSpec(s)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestContainerName(t *testing.T) {
+	assert.Equal(t, "clawpen-abc123", containerName("abc123"))
+	assert.Equal(t, "", containerName(""))
+	assert.Equal(t, "", containerName("a/b"))
+	assert.Equal(t, "", containerName("-x"))
+}
+
+func TestCapWriterAndTail(t *testing.T) {
+	var got []byte
+	w := writerFunc(func(p []byte) (int, error) { got = append(got, p...); return len(p), nil })
+	called := make(chan struct{})
+	c := &capWriter{w: w, limit: 5, onLimit: func() { close(called) }}
+	n, err := c.Write([]byte("abc"))
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	assert.False(t, c.truncated())
+	n, err = c.Write([]byte("defgh"))
+	require.NoError(t, err)
+	assert.Equal(t, 5, n, "reports everything written so the stream keeps draining")
+	<-called
+	assert.True(t, c.truncated())
+	_, _ = c.Write([]byte("more"))
+	assert.Equal(t, "abcde", string(got))
+
+	tb := &tailBuffer{max: 4}
+	_, _ = tb.Write([]byte("ab"))
+	_, _ = tb.Write([]byte("cde"))
+	assert.Equal(t, "bcde", tb.String())
+	_, _ = tb.Write([]byte("123456"))
+	assert.Equal(t, "3456", tb.String())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,384 @@
+// Package docker runs one agent invocation inside an ephemeral, non-root Docker
+// container with the view described in DESIGN.md ("Sandbox contract"): the same
+// Spec in and Result out as the bubblewrap backend.
+//
+// Limits: wall time and output size are enforced by the host (the container is
+// killed); memory (no swap on top), process count and CPU are cgroup limits set
+// by the engine. A container outlives a host that crashes, so the host calls
+// RemoveOrphans at start; every container carries the label clawpen.invocation.
+//
+// Bind sources are paths on the Docker host. When the clawpen host itself runs
+// in a container, its paths differ from the engine's: Config.HostPath translates
+// each bind source (identity by default).
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+// DefaultImage is the agent image the host runs unless configured otherwise.
+const DefaultImage = "clawpen-agent:latest"
+
+const (
+	stderrTail = 8 << 10
+	// engineTimeout bounds the calls made with a fresh context after ctx is
+	// gone (kill, inspect, remove): a cancelled ctx does not stop a container.
+	engineTimeout = 30 * time.Second
+	// drainWait bounds how long Run waits for the attach stream to end after
+	// the container has exited.
+	drainWait = 10 * time.Second
+)
+
+// Config configures the backend.
+type Config struct {
+	// Image is the agent image; default DefaultImage.
+	Image string
+	// Runtime is the OCI runtime (for example runsc for gVisor); empty means
+	// the engine's default (CLAWPEN_DOCKER_RUNTIME).
+	Runtime string
+	// HostPath translates a bind source from the clawpen host's view to the
+	// Docker host's. Nil is the identity: the host runs directly on the Docker
+	// host. Set it when clawpen itself runs in a container whose data and
+	// groups directories are bind-mounted from elsewhere on the Docker host.
+	HostPath func(string) string
+	// NanoCPUs is the CPU quota in 1e-9 CPUs; 0 = DefaultNanoCPUs (one CPU).
+	NanoCPUs int64
+	// Host is the engine address (unix:///var/run/docker.sock, tcp://…); empty
+	// means DOCKER_HOST or the default socket.
+	Host string
+	// Command, when non-empty, replaces the image's agent as the container's
+	// command. For tests and benchmarks only.
+	Command []string
+	// Instance names this host (its data dir, say): containers carry it as
+	// the label clawpen.instance and RemoveOrphans touches only those, so two
+	// hosts sharing an engine never remove each other's sandboxes.
+	Instance string
+	Logger   *slog.Logger
+}
+
+// LabelInstance carries Config.Instance.
+const LabelInstance = "clawpen.instance"
+
+// Backend runs invocations in Docker containers. Safe for concurrent use.
+type Backend struct {
+	cfg Config
+	cli *client.Client
+	log *slog.Logger
+	// scope labels every container and narrows RemoveOrphans to them; tests
+	// use it so that concurrent test runs do not remove each other's.
+	scope map[string]string
+}
+
+// New connects to the engine and negotiates the API version (the engine may be
+// older than the client; API 1.40 is the oldest this client speaks).
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	if cfg.Image == "" {
+		cfg.Image = DefaultImage
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []client.Opt{client.FromEnv}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("docker engine not reachable at %s: %w", cli.DaemonHost(), err)
+	}
+	b := &Backend{cfg: cfg, cli: cli, log: log}
+	if cfg.Instance != "" {
+		b.scope = map[string]string{LabelInstance: cfg.Instance}
+	}
+	log.Debug("docker engine connected", "host", cli.DaemonHost(), "api", cli.ClientVersion())
+	return b, nil
+}
+
+// Name is the backend's name in configuration and logs.
+func (b *Backend) Name() string { return "docker" }
+
+// APIVersion is the negotiated Engine API version.
+func (b *Backend) APIVersion() string { return b.cli.ClientVersion() }
+
+// Image is the agent image in use.
+func (b *Backend) Image() string { return b.cfg.Image }
+
+// Client is the engine client, for callers that share the connection.
+func (b *Backend) Client() *client.Client { return b.cli }
+
+// Close releases the engine connection.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// Check reports why the backend cannot run sandboxes: the engine does not
+// answer, cannot enforce the limits, lacks the configured runtime, or the image
+// is missing.
+func (b *Backend) Check(ctx context.Context) error {
+	info, err := b.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return fmt.Errorf("docker engine not answering at %s: %w", b.cli.DaemonHost(), err)
+	}
+	if !info.Info.MemoryLimit || !info.Info.PidsLimit {
+		return fmt.Errorf("docker engine cannot enforce sandbox limits (memory limit: %t, pids limit: %t): enable the memory and pids cgroup controllers",
+			info.Info.MemoryLimit, info.Info.PidsLimit)
+	}
+	if b.cfg.Runtime != "" {
+		if _, ok := info.Info.Runtimes[b.cfg.Runtime]; !ok {
+			return fmt.Errorf("docker runtime %q is not configured in the engine (CLAWPEN_DOCKER_RUNTIME)", b.cfg.Runtime)
+		}
+	}
+	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("image %s not found: run `make image` (or clawpen image build)", b.cfg.Image)
+		}
+		return fmt.Errorf("inspect image %s: %w", b.cfg.Image, err)
+	}
+	return nil
+}
+
+// RemoveOrphans removes every container labelled clawpen.invocation, in any
+// state: after a crash of the host they are sandboxes nobody waits for.
+func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
+	filters := make(client.Filters).Add("label", LabelInvocation)
+	for k, v := range b.scope {
+		filters.Add("label", k+"="+v)
+	}
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return 0, fmt.Errorf("list clawpen containers: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, c := range list.Items {
+		_, err := b.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
+			continue
+		}
+		b.log.Info("removed orphaned sandbox", "container", shortID(c.ID),
+			"invocation", c.Labels[LabelInvocation], "group", c.Labels[LabelGroup], "state", c.State)
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run creates the container for spec, feeds it spec.Stdin, copies its stdout
+// to spec.Stdout (capped), and returns once the container has exited and been
+// removed. An error means the sandbox could not be set up (nothing ran) or ctx
+// was cancelled; the agent's own failure is a non-zero Result.ExitCode.
+func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	return b.run(ctx, spec, nil)
+}
+
+func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
+	var res sandbox.Result
+	lim := effectiveLimits(spec.Limits)
+	cfg, hostCfg, err := b.createConfig(spec, command)
+	if err != nil {
+		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("sandbox run cancelled: %w", err)
+	}
+	// Engine calls use contexts of their own: a cancellation half-way through
+	// create or start could leave a container we do not know about, or one
+	// that runs while we think it never started. ctx is watched once it runs.
+	bg := context.WithoutCancel(ctx)
+	setup, cancelSetup := context.WithTimeout(bg, engineTimeout)
+	defer cancelSetup()
+
+	created, err := b.cli.ContainerCreate(setup, client.ContainerCreateOptions{
+		Config: cfg, HostConfig: hostCfg, Name: containerName(spec.InvocationID),
+	})
+	if err != nil {
+		return res, fmt.Errorf("create sandbox container for %s: %w", spec.Group, err)
+	}
+	id := created.ID
+	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group, "container", shortID(id))
+	for _, w := range created.Warnings {
+		log.Warn("docker create warning", "warning", w)
+	}
+	defer b.remove(bg, id, log)
+
+	// Attach and register the wait before start: a fast agent may otherwise
+	// write (or exit) before anyone listens.
+	att, err := b.cli.ContainerAttach(setup, id, client.ContainerAttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return res, fmt.Errorf("attach to sandbox container: %w", err)
+	}
+	defer att.Close()
+	waitCtx, stopWait := context.WithCancel(bg)
+	defer stopWait()
+	wait := b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+
+	k := &killer{kill: func() { b.kill(bg, id, log) }}
+	out := &capWriter{w: spec.Stdout, limit: lim.OutputBytes, onLimit: func() {
+		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
+		k.do()
+	}}
+	if out.w == nil {
+		out.w = io.Discard
+	}
+	tail := &tailBuffer{max: stderrTail}
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		// The container has no TTY, so stdout and stderr arrive multiplexed.
+		_, _ = stdcopy.StdCopy(out, tail, att.Reader)
+	}()
+
+	start := time.Now()
+	if _, err := b.cli.ContainerStart(setup, id, client.ContainerStartOptions{}); err != nil {
+		return res, fmt.Errorf("start sandbox container: %w", err)
+	}
+	// The wall clock starts once the container runs: a kill sent before would
+	// find nothing to kill and be lost.
+	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	log.Debug("sandbox started")
+
+	go func() {
+		// The job is JSON, whose encoding escapes control characters, so it can
+		// never contain the engine's detach sequence (ctrl-p ctrl-q).
+		if len(spec.Stdin) > 0 {
+			if _, err := io.Copy(att.Conn, bytes.NewReader(spec.Stdin)); err != nil {
+				log.Debug("write sandbox stdin", "err", err)
+			}
+		}
+		// With StdinOnce the engine closes the agent's stdin on our half-close.
+		if err := att.CloseWrite(); err != nil {
+			log.Debug("close sandbox stdin", "err", err)
+		}
+	}()
+
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-runCtx.Done():
+			k.do()
+		case <-exited:
+		}
+	}()
+
+	var waitErr error
+	select {
+	case r := <-wait.Result:
+		res.ExitCode = int(r.StatusCode)
+		if r.Error != nil && r.Error.Message != "" {
+			waitErr = errors.New(r.Error.Message)
+		}
+	case err := <-wait.Error:
+		waitErr = err
+		// The engine connection is gone; make sure the container does not run on.
+		k.do()
+	}
+	close(exited)
+	res.Duration = time.Since(start)
+
+	select {
+	case <-streamDone:
+	case <-time.After(drainWait):
+		log.Warn("sandbox output stream did not end after exit; closing it")
+		att.Close()
+		<-streamDone
+	}
+
+	res.Stderr = tail.String()
+	res.OutputTruncated = out.truncated()
+	res.TimedOut = runCtx.Err() != nil
+	b.noteOOM(bg, id, lim, &res, log)
+	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
+		"truncated", res.OutputTruncated, "duration", res.Duration)
+
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
+	}
+	if waitErr != nil {
+		return res, fmt.Errorf("wait for sandbox container: %w", waitErr)
+	}
+	return res, nil
+}
+
+// noteOOM tells, in the stderr tail, that the kernel killed a process of the
+// sandbox at the memory limit. The exit code stays the container's own (137
+// when the OOM killer hit the agent itself).
+func (b *Backend) noteOOM(ctx context.Context, id string, lim sandbox.Limits, res *sandbox.Result, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	in, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		log.Warn("inspect sandbox container", "err", err)
+		return
+	}
+	if in.Container.State != nil && in.Container.State.OOMKilled {
+		log.Warn("sandbox hit its memory limit", "limit", lim.MemoryBytes)
+		res.Stderr += fmt.Sprintf("\nclawpen: out of memory: the sandbox reached its memory limit (%d bytes) and the kernel killed a process\n", lim.MemoryBytes)
+	}
+}
+
+func (b *Backend) kill(ctx context.Context, id string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	_, err := b.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		// Conflict: the container is not running any more.
+		log.Warn("kill sandbox container", "err", err)
+	}
+}
+
+func (b *Backend) remove(ctx context.Context, id string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	_, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		log.Error("remove sandbox container; it is removed at the next start", "err", err)
+	}
+}
+
+// killer kills the container at most once, from whichever of timeout, output
+// cap or a lost engine connection comes first.
+type killer struct {
+	once sync.Once
+	kill func()
+}
+
+func (k *killer) do() { k.once.Do(k.kill) }
+
+var nameSafe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// containerName names the container after the invocation, for `docker ps`;
+// empty (an engine-chosen name) when the id is not a valid container name.
+func containerName(invocation string) string {
+	if !nameSafe.MatchString(invocation) {
+		return ""
+	}
+	return "clawpen-" + invocation
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
