@@ -210,6 +210,11 @@ func TestSandboxHoldsAgainstAgent(t *testing.T) {
 		fmt.Sprintf("(exec 3<>/dev/tcp/127.0.0.1/%d) 2>/dev/null && echo NET-OPEN || echo NET-BLOCKED", port),
 		"env | grep -c -e SECRET -e TOKEN -e KEY || echo ENV-CLEAN",
 		"grep -rls -e e2e-SECRET -e e2e-TOKEN /proc/self/environ /proc/1/environ /workspace /home /tmp /run /etc 2>/dev/null || echo NO-KEY-FOUND",
+		"grep -q '^CapEff:[[:space:]]*0*$' /proc/self/status && echo CAPS-NONE",
+		"grep -q '^NoNewPrivs:[[:space:]]*1' /proc/self/status && echo NNP-SET",
+		"awk 'NR>1 && $2==\"00000000\"' /proc/net/route | grep -q . && echo ROUTE-PRESENT || echo ROUTE-ABSENT",
+		"touch /rootfs-probe 2>/dev/null && echo ROOT-WRITABLE || echo ROOT-READONLY",
+		"test -e /var/run/docker.sock -o -e /run/docker.sock && echo DOCKERSOCK-PRESENT || echo DOCKERSOCK-ABSENT",
 	}, "; ")
 	job := fmt.Sprintf(`@Andy TOOL bash {"command":%q}`, cmd)
 	h.say(groupChat, "supergroup", "Family Chat", memberID, job)
@@ -217,10 +222,10 @@ func TestSandboxHoldsAgainstAgent(t *testing.T) {
 	t.Log(got)
 	for _, want := range []string{"uid=1000 gid=1000", "SSH-BLOCKED", "DB-BLOCKED", "OTHER-BLOCKED", "OTHER-REL-BLOCKED",
 		"ALLOWLIST-BLOCKED", "WRITE-WORKSPACE-BLOCKED", "WRITE-USR-BLOCKED", "WRITE-OTHER-BLOCKED", "WROTE-OWN",
-		"NET-BLOCKED", "ENV-CLEAN", "NO-KEY-FOUND"} {
+		"NET-BLOCKED", "ENV-CLEAN", "NO-KEY-FOUND", "CAPS-NONE", "NNP-SET", "ROUTE-ABSENT", "ROOT-READONLY", "DOCKERSOCK-ABSENT"} {
 		assert.Contains(t, got, want)
 	}
-	for _, bad := range []string{secretSSH, "OTHER-GROUP-SECRET", "PLANTED-ALLOWLIST", "DB-READ", "WROTE-USR", "WROTE-OTHER", "NET-OPEN", "e2e-SECRET", "e2e-TOKEN"} {
+	for _, bad := range []string{secretSSH, "OTHER-GROUP-SECRET", "PLANTED-ALLOWLIST", "DB-READ", "WROTE-USR", "WROTE-OTHER", "NET-OPEN", "e2e-SECRET", "e2e-TOKEN", "ROUTE-PRESENT", "ROOT-WRITABLE", "DOCKERSOCK-PRESENT", "command not found"} {
 		assert.NotContains(t, got, bad)
 	}
 	select {
@@ -241,4 +246,22 @@ func TestSandboxHoldsAgainstAgent(t *testing.T) {
 	// The host still answers afterwards.
 	h.ownerSays("still alive?")
 	assert.Contains(t, h.replies(ownerID, 2)[1], "still alive?")
+}
+
+// A fork bomb and a memory hog run by the agent hit the sandbox's limits; the
+// host is unharmed and answers the next message.
+func TestSandboxLimitsHoldAndHostSurvives(t *testing.T) {
+	h := newHost(t, options{owner: true})
+	h.ownerSays(strings.Join([]string{
+		`TOOL bash {"command":"(bomb() { bomb | bomb & }; bomb; sleep 3) 2>/dev/null; echo BOMB-RETURNED","timeout_s":8}`,
+		`TOOL bash {"command":"head -c 4000000000 /dev/zero | tail > /dev/null 2>&1; echo HOG-EXIT=$?"}`,
+		`TOOL bash {"command":"echo STILL-WORKS"}`,
+	}, "\n"))
+	waitFor(t, h, ownerID, "STILL-WORKS")
+	all := strings.Join(texts(h.tg.SentTo(ownerID)), "\n")
+	t.Log(all)
+	assert.Contains(t, all, "HOG-EXIT=")
+	assert.NotContains(t, all, "HOG-EXIT=0", "the memory hog must not succeed")
+	h.ownerSays("are you there?")
+	waitFor(t, h, ownerID, "are you there?")
 }

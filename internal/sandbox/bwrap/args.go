@@ -32,7 +32,7 @@ var etcFiles = []struct{ dest, content string }{
 type hostLayout struct {
 	rootLinks [][2]string // {target, /name}: merged-/usr symlinks
 	rootBinds []string    // non-merged system dirs, ro-bound at the same path
-	etcBinds  []string    // /etc/ssl/certs, /etc/ca-certificates when present
+	etcBinds  []string    // /etc/ssl/certs, /etc/ca-certificates, /etc/alternatives when present
 	localtime string      // symlink target of /etc/localtime, or "" to ro-bind it
 	hasLocal  bool        // /etc/localtime exists
 }
@@ -57,7 +57,9 @@ func probeHost() hostLayout {
 			l.rootBinds = append(l.rootBinds, dir)
 		}
 	}
-	for _, dir := range []string{"/etc/ssl/certs", "/etc/ca-certificates"} {
+	// /etc/alternatives holds only symlinks to programs (Debian's awk, editor,
+	// pager…); without it /usr/bin/awk would dangle inside the sandbox.
+	for _, dir := range []string{"/etc/ssl/certs", "/etc/ca-certificates", "/etc/alternatives"} {
 		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 			l.etcBinds = append(l.etcBinds, dir)
 		}
