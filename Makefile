@@ -49,7 +49,8 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 
 test: deps build vet
-	$(GO) test -count=1 -timeout 20m ./...
+	@# -p 1: sandboxes of different packages share the sandbox uid's process count.
+	$(GO) test -p 1 -count=1 -timeout 20m ./...
 	@if docker info >/dev/null 2>&1; then \
 	  echo "end-to-end tests again on the Docker backend (real agent image)"; \
 	  CLAWPEN_E2E_SANDBOX=docker $(GO) test -count=1 -timeout 20m ./test/e2e/; \

@@ -87,10 +87,11 @@ type (
 		TaskID int64 `json:"task_id"`
 	}
 	registerGroupArgs struct {
-		ChatID  int64  `json:"chat_id"`
-		Name    string `json:"name"`
-		Folder  string `json:"folder"`
-		Trigger string `json:"trigger,omitempty"`
+		ChatID  int64             `json:"chat_id"`
+		Name    string            `json:"name"`
+		Folder  string            `json:"folder"`
+		Trigger string            `json:"trigger,omitempty"`
+		Mounts  []json.RawMessage `json:"mounts,omitempty"` // checked by the host
 	}
 )
 
@@ -163,6 +164,11 @@ func (a *runner) toolSet() []tool {
 			Properties: map[string]any{
 				"chat_id": integer("numeric Telegram chat id"), "name": str("display name"),
 				"folder": str("folder name: lowercase letters, digits, - and _"), "trigger": str("trigger word (default @<assistant name>)"),
+				"mounts": map[string]any{"type": "array", "description": "extra host folders, checked against the owner's mount allowlist",
+					"items": map[string]any{"type": "object", "properties": map[string]any{
+						"hostPath": str("host path"), "containerPath": str("name under /workspace/extra/"),
+						"readonly": map[string]any{"type": "boolean", "description": "default true"},
+					}, "required": []string{"hostPath", "containerPath"}}},
 			},
 			Required: []string{"chat_id", "name", "folder"}},
 			func(ctx context.Context, args registerGroupArgs) (string, error) {

@@ -255,6 +255,9 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		return err
 	}
 
+	mountPolicy := NewMountPolicy(cfg, log)
+	_, _ = mountPolicy.Current() // load now so a malformed file is reported at start
+
 	backend, uid, gid, closeBackend := Backend(ctx, cfg, getenv, log)
 	defer closeBackend()
 	if d, ok := backend.(*docker.Backend); ok {
@@ -284,6 +287,14 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: uid, RunAsGID: gid,
 		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
 		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
+		Mounts: func(ctx context.Context, g domain.Group) []sandbox.Mount {
+			ms, refused := mountPolicy.Resolve(g)
+			for _, r := range refused {
+				log.Warn("extra mount refused", "group", g.Folder, "rule", r.Rule, "path", r.Path, "reason", r.Reason)
+				_ = st.Audit(ctx, domain.AuditEntry{Time: time.Now(), Group: g.Folder, Operation: "mount", Decision: "deny", Reason: r.Reason})
+			}
+			return ms
+		},
 		Upstreams: hostsock.Config{
 			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
 			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},
@@ -306,6 +317,7 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	ipcHandler := ipc.New(ipc.Config{
 		Store: st, GroupsDir: cfg.GroupsDir, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
 		WakeDelivery: func() { rt.WakeDelivery() }, WakeScheduler: func() { sched.Wake() },
+		CheckMounts: mountPolicy.CheckRequests,
 	})
 	run.SetIPC(ipcHandler.Handle)
 	rt, err = router.New(ctx, router.Config{
@@ -316,8 +328,8 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		GroupsDir: cfg.GroupsDir, TZ: cfg.TZ, Logger: log,
 		Status: func(ctx context.Context) string {
 			s := q.Stats()
-			return fmt.Sprintf("Sandbox: %s, %d running (max %d).\nGroups running: %s\nWaiting: %v\n",
-				run.Backend(), run.Running(), cfg.MaxConcurrent, strings.Join(s.Running, ", "), s.Waiting)
+			return fmt.Sprintf("Sandbox: %s, %d running (max %d).\nGroups running: %s\nWaiting: %v\n%s\n",
+				run.Backend(), run.Running(), cfg.MaxConcurrent, strings.Join(s.Running, ", "), s.Waiting, mountPolicy.Status())
 		},
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/doctor"
+	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 )
 
@@ -90,7 +92,13 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 		add("sandbox", doctor.Fail, "no working sandbox backend: agents will not run", "fix the bwrap finding above")
 	}
 
-	fs = append(fs, doctor.Allowlist(cfg.MountAllowlist))
+	fs = append(fs, allowlistFinding(cfg, log))
+	for _, name := range cfg.PassEnv {
+		if config.LooksSecret(name) {
+			add("env", doctor.Warn, fmt.Sprintf("CLAWPEN_SANDBOX_ENV lists %s, which looks like a secret; it is NOT passed into sandboxes", name),
+				"remove "+name+" from CLAWPEN_SANDBOX_ENV; credentials stay in the host")
+		}
+	}
 	fs = append(fs, dataDir(cfg.DataDir))
 	if dir := doctor.Reachable(filepath.Join(cfg.GroupsDir, "x"), uid, gid); dir != "" && err == nil {
 		add("groups", doctor.Fail, fmt.Sprintf("the sandbox user (uid %d) cannot traverse %s", uid, dir), fmt.Sprintf("chmod o+x %s, or put the project under a traversable path such as /opt", dir))
@@ -132,5 +140,21 @@ func dataDir(dir string) doctor.Finding {
 	probe.Close()
 	os.Remove(probe.Name())
 	f.Status, f.Detail = doctor.OK, dir+" private and writable"
+	return f
+}
+
+func allowlistFinding(cfg config.Config, log *slog.Logger) doctor.Finding {
+	f := doctor.Finding{Name: "allowlist"}
+	p := NewMountPolicy(cfg, log)
+	_, err := p.Current()
+	switch {
+	case errors.Is(err, mounts.ErrNoAllowlist):
+		f.Status, f.Detail = doctor.OK, fmt.Sprintf("%s absent: no extra mounts", cfg.MountAllowlist)
+	case err != nil:
+		f.Status, f.Detail = doctor.Fail, err.Error()+"; no extra mounts are granted"
+		f.Fix = "fix the file (see configs/mount-allowlist.example.json)"
+	default:
+		f.Status, f.Detail = doctor.OK, p.Status()
+	}
 	return f
 }

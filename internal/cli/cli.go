@@ -34,6 +34,9 @@ Usage:
   clawpen groups list                  registered groups and chats seen
   clawpen groups add <chat_id> <folder> [name]
   clawpen groups remove <folder>
+  clawpen groups mount add <folder> <hostPath> <containerPath> [--rw] [--write <subpath>]...
+  clawpen groups mount remove <folder> <containerPath> | list <folder>
+  clawpen mounts check [folder]        each requested mount: decision and reason
   clawpen groups policy <folder> '{"allow":"*"|[ids],"mode":"trigger"|"drop"}'
   clawpen tasks list [folder]          scheduled tasks
   clawpen tasks add <folder> <cron|interval|once> <value> <prompt> [--isolated]
@@ -78,6 +81,22 @@ func Run(args []string, version string, stdout, stderr io.Writer) int {
 		return groups(ctx, cfg, args[1:], stdout, stderr)
 	case "tasks":
 		return tasks(ctx, cfg, args[1:], stdout, stderr)
+	case "mounts":
+		if len(args) < 2 || args[1] != "check" {
+			fmt.Fprintln(stderr, "usage: clawpen mounts check [folder]")
+			return 2
+		}
+		st, err := app.OpenStore(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "clawpen mounts:", err)
+			return 1
+		}
+		defer st.Close()
+		if err := mountsCheck(ctx, cfg, st, args[2:], stdout); err != nil {
+			fmt.Fprintln(stderr, "clawpen mounts:", err)
+			return 1
+		}
+		return 0
 	case "image":
 		if len(args) != 2 || args[1] != "build" {
 			fmt.Fprintln(stderr, "usage: clawpen image build")
@@ -163,6 +182,11 @@ func groups(ctx context.Context, cfg config.Config, args []string, stdout, stder
 		}
 		fmt.Fprintf(stdout, "registered %s (chat %d) with folder groups/%s\n", g.Name, g.ChatID, g.Folder)
 		return 0
+	case "mount":
+		if err := groupMount(ctx, cfg, st, args[1:], stdout); err != nil {
+			return fail(err)
+		}
+		return 0
 	case "policy":
 		if len(args) != 3 {
 			return fail(errors.New(`usage: clawpen groups policy <folder> '{"allow":"*"|[user ids],"mode":"trigger"|"drop"}'`))
@@ -200,6 +224,6 @@ func groups(ctx context.Context, cfg config.Config, args []string, stdout, stder
 		fmt.Fprintf(stdout, "unregistered %s (its folder is kept)\n", args[1])
 		return 0
 	default:
-		return fail(fmt.Errorf("unknown subcommand %q: use list, add, remove or policy", args[0]))
+		return fail(fmt.Errorf("unknown subcommand %q: use list, add, remove, mount or policy", args[0]))
 	}
 }

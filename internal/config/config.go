@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,19 @@ type Config struct {
 	OpenAIBaseURL    string
 
 	TZ *time.Location
+
+	// PassEnv names extra, non-secret variables (CLAWPEN_SANDBOX_ENV) whose
+	// values enter sandboxes; PassEnvValues holds them as read at start.
+	PassEnv       []string
+	PassEnvValues map[string]string
 }
+
+// secretish matches variable names that look like credentials; such a name
+// never enters a sandbox, even when listed in CLAWPEN_SANDBOX_ENV.
+var secretish = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|(^|_)AUTH($|_))`)
+
+// LooksSecret reports whether a variable name looks like it holds a secret.
+func LooksSecret(name string) bool { return secretish.MatchString(name) }
 
 // Defaults as DESIGN.md gives them.
 const (
@@ -142,6 +155,21 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.TZ = loc
 		}
 	}
+	c.PassEnvValues = map[string]string{}
+	for _, name := range strings.Split(get("CLAWPEN_SANDBOX_ENV", ""), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !envName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("CLAWPEN_SANDBOX_ENV: %q is not a variable name", name))
+			continue
+		}
+		c.PassEnv = append(c.PassEnv, name)
+		if v := getenv(name); v != "" && !LooksSecret(name) {
+			c.PassEnvValues[name] = v
+		}
+	}
 	var err error
 	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
 		errs = append(errs, fmt.Errorf("CLAWPEN_DATA_DIR: %w", err))
@@ -188,8 +216,15 @@ func (c Config) SandboxEnv() map[string]string {
 	if env["TZ"] == "Local" {
 		delete(env, "TZ")
 	}
+	for k, v := range c.PassEnvValues {
+		if _, fixed := env[k]; !fixed && !LooksSecret(k) {
+			env[k] = v
+		}
+	}
 	return env
 }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func validName(s string) bool {
 	if s == "" || len(s) > 32 {

@@ -83,3 +83,20 @@ func TestDotEnvDoesNotOverrideEnvironment(t *testing.T) {
 	os.Unsetenv("CLAWPEN_TEST_B")
 	require.NoError(t, LoadDotEnv(filepath.Join(dir, "missing")))
 }
+
+func TestPassEnvNeverCarriesSecrets(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"CLAWPEN_SANDBOX_ENV": "GIT_AUTHOR_NAME, GITHUB_TOKEN ,AWS_SECRET_ACCESS_KEY,EDITOR",
+		"GIT_AUTHOR_NAME":     "Andy", "GITHUB_TOKEN": "ghp_x", "AWS_SECRET_ACCESS_KEY": "aws", "EDITOR": "vi",
+	}))
+	require.NoError(t, err)
+	se := c.SandboxEnv()
+	assert.Equal(t, "Andy", se["GIT_AUTHOR_NAME"])
+	assert.Equal(t, "vi", se["EDITOR"])
+	assert.NotContains(t, se, "GITHUB_TOKEN")
+	assert.NotContains(t, se, "AWS_SECRET_ACCESS_KEY")
+	assert.Equal(t, []string{"GIT_AUTHOR_NAME", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "EDITOR"}, c.PassEnv)
+
+	_, err = FromEnv(env(map[string]string{"CLAWPEN_SANDBOX_ENV": "BAD-NAME"}))
+	assert.ErrorContains(t, err, "CLAWPEN_SANDBOX_ENV")
+}

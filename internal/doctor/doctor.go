@@ -4,7 +4,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -81,39 +79,6 @@ func DockerImage(ctx context.Context, socketPath, image string) (engine, hasImag
 		return true, false, fmt.Sprintf("engine answers; image %s not found", image)
 	}
 	return true, true, fmt.Sprintf("engine answers; image %s present", image)
-}
-
-// Allowlist checks that the mount allowlist, if present, is readable JSON of
-// the documented shape. A missing file is fine (no extra mounts).
-func Allowlist(path string) Finding {
-	f := Finding{Name: "allowlist"}
-	data, err := os.ReadFile(path)
-	switch {
-	case os.IsNotExist(err):
-		f.Status, f.Detail = OK, fmt.Sprintf("%s absent: no extra mounts", path)
-		return f
-	case err != nil:
-		f.Status, f.Detail, f.Fix = Fail, err.Error(), "make the file readable by the host user"
-		return f
-	}
-	var doc struct {
-		AllowedRoots []struct {
-			Path           string `json:"path"`
-			AllowReadWrite bool   `json:"allowReadWrite"`
-			Description    string `json:"description"`
-		} `json:"allowedRoots"`
-		BlockedPatterns []string `json:"blockedPatterns"`
-		NonMainReadOnly *bool    `json:"nonMainReadOnly"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		f.Status, f.Detail = Fail, fmt.Sprintf("%s is malformed: %v; no extra mounts will be granted", path, err)
-		f.Fix = "fix the JSON (see configs/mount-allowlist.example.json)"
-		return f
-	}
-	f.Status, f.Detail = OK, fmt.Sprintf("%s: %d allowed roots", path, len(doc.AllowedRoots))
-	return f
 }
 
 // Reachable reports the first directory on the way to path that uid cannot

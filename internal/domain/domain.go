@@ -43,6 +43,9 @@ type MountRequest struct {
 	HostPath      string `json:"hostPath"`
 	ContainerPath string `json:"containerPath"`
 	ReadOnly      bool   `json:"readonly"`
+	// WritePaths are sub-paths (relative to HostPath) of a read-only mount
+	// that are bound read-write, as sandboxed coding agents need it.
+	WritePaths []string `json:"writePaths,omitempty"`
 }
 
 // Group is a registered chat: its folder is its identity inside clawpen.

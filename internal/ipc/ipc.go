@@ -41,8 +41,11 @@ type Config struct {
 	MinInterval   time.Duration
 	WakeDelivery  func() // the outbox has new rows
 	WakeScheduler func() // tasks changed
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// CheckMounts validates requested extra mounts against the allowlist;
+	// nil refuses every mount.
+	CheckMounts func(reqs []domain.MountRequest, isMain bool) error
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Handler implements hostsock.IPCFunc.
@@ -450,10 +453,18 @@ func ChangeStatus(ctx context.Context, st *store.Store, t *domain.Task, op strin
 }
 
 type registerReq struct {
-	ChatID  int64   `json:"chat_id"`
-	Name    string  `json:"name"`
-	Folder  string  `json:"folder"`
-	Trigger *string `json:"trigger"`
+	ChatID  int64      `json:"chat_id"`
+	Name    string     `json:"name"`
+	Folder  string     `json:"folder"`
+	Trigger *string    `json:"trigger"`
+	Mounts  []mountReq `json:"mounts"`
+}
+
+// mountReq is a requested extra mount; readonly defaults to true.
+type mountReq struct {
+	HostPath      string `json:"hostPath"`
+	ContainerPath string `json:"containerPath"`
+	ReadOnly      *bool  `json:"readonly"`
 }
 
 func (h *Handler) registerGroup(ctx context.Context, c authz.Caller, body []byte) (any, error) {
@@ -469,9 +480,28 @@ func (h *Handler) registerGroup(ctx context.Context, c authz.Caller, body []byte
 	if err := h.authorize(ctx, c, authz.RegisterGroup, target); err != nil {
 		return nil, err
 	}
+	var reqs []domain.MountRequest
+	for _, m := range req.Mounts {
+		reqs = append(reqs, domain.MountRequest{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly == nil || *m.ReadOnly})
+	}
+	if len(reqs) > 0 {
+		if h.cfg.CheckMounts == nil {
+			return nil, denied{"extra mounts are not available"}
+		}
+		// The group is not main, whatever its folder claims.
+		if err := h.cfg.CheckMounts(reqs, false); err != nil {
+			return nil, denied{err.Error()}
+		}
+	}
 	g, err := RegisterGroup(ctx, h.cfg.Store, h.cfg.GroupsDir, req.ChatID, req.Folder, req.Name, deref(req.Trigger))
 	if err != nil {
 		return nil, err
+	}
+	if len(reqs) > 0 {
+		g.Mounts = reqs
+		if err := h.cfg.Store.PutGroup(ctx, g); err != nil {
+			return nil, err
+		}
 	}
 	h.audit(ctx, c, authz.RegisterGroup, "allow", fmt.Sprintf("chat %d as folder %s", g.ChatID, g.Folder))
 	return g, nil

@@ -44,7 +44,10 @@ type Config struct {
 	Env           map[string]string // allowlisted, non-secret
 	Limits        sandbox.Limits
 	Upstreams     hostsock.Config // provider URLs and keys; IPC set per call
-	Logger        *slog.Logger
+	// Mounts validates a group's extra mounts right before each invocation
+	// and returns what may be bound; nil means none.
+	Mounts func(ctx context.Context, g domain.Group) []sandbox.Mount
+	Logger *slog.Logger
 }
 
 // Runner is safe for concurrent use by different groups.
@@ -145,11 +148,15 @@ func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
 		return Answer{}, fmt.Errorf("encode job: %w", err)
 	}
 
+	var extra []sandbox.Mount
+	if r.cfg.Mounts != nil {
+		extra = r.cfg.Mounts(ctx, req.Group)
+	}
 	var out bytes.Buffer
 	spec := sandbox.Spec{
 		InvocationID: inv, Group: folder, IsMain: req.Group.IsMain(),
 		GroupDir: groupDir, GlobalDir: globalDir, GlobalWritable: req.Group.IsMain(),
-		SessionDir: sessionDir, SocketPath: srv.Path(),
+		SessionDir: sessionDir, SocketPath: srv.Path(), Extra: extra,
 		Env: r.cfg.Env, Stdin: stdin, Stdout: &out, Limits: r.cfg.Limits,
 	}
 

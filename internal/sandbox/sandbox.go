@@ -23,6 +23,12 @@ type Mount struct {
 	HostPath string // resolved absolute host path
 	Name     string // appears at /workspace/extra/<Name>
 	ReadOnly bool
+	// Writable are resolved host paths inside HostPath bound read-write over
+	// a read-only mount.
+	Writable []string
+	// Masks are resolved host paths inside HostPath whose names match a
+	// blocked pattern: an empty file or directory is bound over each.
+	Masks []string
 }
 
 // Limits bound what one invocation may consume.

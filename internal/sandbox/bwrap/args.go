@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -86,7 +87,9 @@ type fdLayout struct {
 	socket int // -1 when no SocketPath
 	agent  int // -1 when a Command override is used
 	extra  []int
-	count  int
+	// writable[i][j] is the fd of spec.Extra[i].Writable[j]
+	writable [][]int
+	count    int
 }
 
 func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
@@ -111,8 +114,13 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 	if b.cfg.AgentBin != "" {
 		l.agent = take()
 	}
-	for range spec.Extra {
+	for _, m := range spec.Extra {
 		l.extra = append(l.extra, take())
+		var w []int
+		for range m.Writable {
+			w = append(w, take())
+		}
+		l.writable = append(l.writable, w)
 	}
 	l.count = next - 3
 	return l
@@ -196,7 +204,14 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 			if !m.ReadOnly {
 				flag = "--bind-fd"
 			}
-			a = append(a, flag, fd(fds.extra[i]), sandbox.ExtraPath+"/"+m.Name)
+			dest := sandbox.ExtraPath + "/" + m.Name
+			a = append(a, flag, fd(fds.extra[i]), dest)
+			for j, w := range m.Writable {
+				a = append(a, "--bind-fd", fd(fds.writable[i][j]), within(dest, m.HostPath, w))
+			}
+			for _, mask := range m.Masks {
+				a = append(a, maskArgs(within(dest, m.HostPath, mask), mask)...)
+			}
 		}
 	}
 	a = append(a, "--perms", "0755", "--dir", "/home")
@@ -319,4 +334,27 @@ func effectiveLimits(l sandbox.Limits) sandbox.Limits {
 		l.TmpBytes = d.TmpBytes
 	}
 	return l
+}
+
+// within maps a host path inside hostRoot to the same place under dest.
+func within(dest, hostRoot, hostPath string) string {
+	rel, err := filepath.Rel(hostRoot, hostPath)
+	if err != nil || rel == "." {
+		return dest
+	}
+	return dest + "/" + filepath.ToSlash(rel)
+}
+
+// maskArgs hides hostPath at dest: an empty read-only tmpfs over a directory,
+// /dev/null over anything else. A path gone since it was listed needs nothing.
+func maskArgs(dest, hostPath string) []string {
+	fi, err := os.Lstat(hostPath)
+	switch {
+	case err != nil:
+		return nil
+	case fi.IsDir():
+		return []string{"--perms", "0555", "--tmpfs", dest, "--remount-ro", dest}
+	default:
+		return []string{"--ro-bind", "/dev/null", dest}
+	}
 }

@@ -512,3 +512,32 @@ func TestNamespaceInitReaped(t *testing.T) {
 		assert.True(t, os.IsNotExist(err), "namespace init %d is still a process (zombie) after Run returned", pid)
 	}
 }
+
+func TestExtraMountMasksAndWritePaths(t *testing.T) {
+	f := newFixture(t, nil)
+	proj := filepath.Join(f.base, "projects", "app")
+	require.NoError(t, os.MkdirAll(filepath.Join(proj, "out"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(proj, ".ssh"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, ".env"), []byte("MASKED-SECRET"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, ".ssh", "id_rsa"), []byte("MASKED-KEY"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, "main.go"), []byte("package main"), 0o644))
+	if f.uid != os.Getuid() {
+		require.NoError(t, os.Chown(filepath.Join(proj, "out"), f.uid, f.uid))
+	}
+	spec := f.spec()
+	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true,
+		Writable: []string{filepath.Join(proj, "out")},
+		Masks:    []string{filepath.Join(proj, ".env"), filepath.Join(proj, ".ssh")}}}
+	o := f.sh(t, spec, `cd /workspace/extra/app; cat main.go; echo; echo "env=[$(cat .env)]"; echo "ssh=[$(ls -A .ssh)]";
+		echo built > out/bin && echo OUT-WRITTEN; touch main2.go 2>/dev/null && echo RO-BROKEN || echo RO-HELD;
+		echo x > .env 2>/dev/null && echo MASK-WRITTEN || echo MASK-HELD`)
+	require.NoError(t, o.err)
+	for _, want := range []string{"package main", "env=[]", "ssh=[]", "OUT-WRITTEN", "RO-HELD", "MASK-HELD"} {
+		assert.Contains(t, o.stdout, want)
+	}
+	assert.NotContains(t, o.stdout, "MASKED-")
+	assert.FileExists(t, filepath.Join(proj, "out", "bin"))
+	data, err := os.ReadFile(filepath.Join(proj, ".env"))
+	require.NoError(t, err)
+	assert.Equal(t, "MASKED-SECRET", string(data), "the host file is untouched")
+}

@@ -94,8 +94,13 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 		}
 	}
 	for _, m := range spec.Extra {
-		if err := open("extra mount "+m.Name, m.HostPath, true); err != nil {
+		if err := open("extra mount "+m.Name, m.HostPath, isDir(m.HostPath)); err != nil {
 			return nil, err
+		}
+		for _, w := range m.Writable {
+			if err := open("writable path of "+m.Name, w, isDir(w)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(p.files) != layout.count {
@@ -243,4 +248,10 @@ func markInheritedCloexec() error {
 		}
 	}
 	return nil
+}
+
+// isDir reports whether p is a directory itself (not through a symlink).
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
 }

@@ -2,7 +2,9 @@ package docker
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -105,7 +107,24 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		mounts = append(mounts, bind(spec.SocketPath, sandbox.SocketPath, false))
 	}
 	for _, m := range spec.Extra {
-		mounts = append(mounts, bind(m.HostPath, sandbox.ExtraPath+"/"+m.Name, m.ReadOnly))
+		dest := sandbox.ExtraPath + "/" + m.Name
+		mounts = append(mounts, bind(m.HostPath, dest, m.ReadOnly))
+		for _, w := range m.Writable {
+			mounts = append(mounts, bind(w, within(dest, m.HostPath, w), false))
+		}
+		// The engine mounts parents before children, so these land on top.
+		for _, mask := range m.Masks {
+			fi, err := os.Lstat(mask)
+			switch {
+			case err != nil:
+			case fi.IsDir():
+				mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: within(dest, m.HostPath, mask), ReadOnly: true,
+					TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
+			default:
+				mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: within(dest, m.HostPath, mask), ReadOnly: true,
+					BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate}})
+			}
+		}
 	}
 
 	pids := int64(lim.Pids)
@@ -241,4 +260,13 @@ func effectiveLimits(l sandbox.Limits) sandbox.Limits {
 		l.TmpBytes = d.TmpBytes
 	}
 	return l
+}
+
+// within maps a host path inside hostRoot to the same place under dest.
+func within(dest, hostRoot, hostPath string) string {
+	rel, err := filepath.Rel(hostRoot, hostPath)
+	if err != nil || rel == "." {
+		return dest
+	}
+	return dest + "/" + filepath.ToSlash(rel)
 }

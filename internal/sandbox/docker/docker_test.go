@@ -501,3 +501,33 @@ func TestRemoveOrphans(t *testing.T) {
 	assert.Empty(t, leftovers(inv))
 	assert.Empty(t, leftovers(""))
 }
+
+func TestExtraMountMasksAndWritePaths(t *testing.T) {
+	f := newFixture(t, nil)
+	proj := filepath.Join(f.base, "projects", "app")
+	require.NoError(t, os.MkdirAll(filepath.Join(proj, "out"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(proj, ".ssh"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, ".env"), []byte("MASKED-SECRET"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, ".ssh", "id_rsa"), []byte("MASKED-KEY"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, "main.go"), []byte("package main"), 0o644))
+	if os.Getuid() == 0 {
+		require.NoError(t, os.Chown(filepath.Join(proj, "out"), sandbox.UID, sandbox.GID))
+	}
+	spec := f.spec(t)
+	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true,
+		Writable: []string{filepath.Join(proj, "out")},
+		Masks:    []string{filepath.Join(proj, ".env"), filepath.Join(proj, ".ssh")}}}
+	o := f.sh(t, spec, `cd /workspace/extra/app; cat main.go; echo; echo "env=[$(cat .env)]"; echo "ssh=[$(ls -A .ssh)]";
+		echo built > out/bin && echo OUT-WRITTEN; touch main2.go 2>/dev/null && echo RO-BROKEN || echo RO-HELD;
+		echo x > .env 2>/dev/null && echo MASK-WRITTEN || echo MASK-HELD`)
+	require.NoError(t, o.err)
+	// A write to a masked file goes to /dev/null: accepted, and lost.
+	for _, want := range []string{"package main", "env=[]", "ssh=[]", "OUT-WRITTEN", "RO-HELD"} {
+		assert.Contains(t, o.stdout, want)
+	}
+	assert.NotContains(t, o.stdout, "MASKED-")
+	assert.FileExists(t, filepath.Join(proj, "out", "bin"))
+	data, err := os.ReadFile(filepath.Join(proj, ".env"))
+	require.NoError(t, err)
+	assert.Equal(t, "MASKED-SECRET", string(data), "the host file is untouched")
+}
