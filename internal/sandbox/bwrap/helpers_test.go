@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,18 +181,9 @@ func processesWith(t testing.TB, s string) []string {
 	return pids
 }
 
-func randomHex(t testing.TB) string {
-	t.Helper()
-	var b [8]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	return hex.EncodeToString(b[:])
-}
-
 // requireQuietUser skips tests of process limits unless bwrap runs as a
 // dedicated user, then waits until that user has no processes left: RLIMIT_NPROC
-// also caps the user's total on the host, and bwrap's namespace init lingers as
-// a zombie until the host's PID 1 reaps it.
+// also caps the user's total on the host.
 func requireQuietUser(t testing.TB, f *fixture) {
 	t.Helper()
 	if !f.b.switchUser {
