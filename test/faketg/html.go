@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 the error texts are Telegram's own, verbatim, as clients see them
+
 package faketg
 
 import (
