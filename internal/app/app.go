@@ -171,7 +171,16 @@ func dockerBackend(ctx context.Context, cfg config.Config, getenv func(string) s
 	if euid := os.Geteuid(); euid != 0 && euid != sandbox.UID {
 		return nil, fmt.Errorf("the Docker sandbox writes as uid %d; run the host as root or as uid %d", sandbox.UID, sandbox.UID)
 	}
-	d, err := docker.New(ctx, docker.Config{Image: cfg.AgentImage, Runtime: getenv("CLAWPEN_DOCKER_RUNTIME"), HostPath: hostPathMapper(getenv), Instance: cfg.DataDir, Logger: log})
+	dc := docker.Config{Image: cfg.AgentImage, Runtime: getenv("CLAWPEN_DOCKER_RUNTIME"), HostPath: hostPathMapper(getenv), Instance: cfg.DataDir, Logger: log}
+	if os.Geteuid() == 0 && dc.HostPath == nil {
+		// Extra mounts are pinned by descriptor (see docker/pin.go); a
+		// containerised host cannot do this and binds by validated path.
+		dc.PinDir = filepath.Join(cfg.DataDir, "pins")
+		if err := docker.CleanPins(dc.PinDir); err != nil {
+			return nil, err
+		}
+	}
+	d, err := docker.New(ctx, dc)
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,10 @@ type Config struct {
 	// Command, when non-empty, replaces the image's agent as the container's
 	// command. For tests and benchmarks only.
 	Command []string
+	// PinDir, when set, holds per-invocation staging binds of extra mounts
+	// (see pin.go). It needs root and an engine in the host's mount namespace;
+	// never inside a directory a sandbox can see.
+	PinDir string
 	// Instance names this host (its data dir, say): containers carry it as
 	// the label clawpen.instance and RemoveOrphans touches only those, so two
 	// hosts sharing an engine never remove each other's sandboxes.
@@ -82,6 +86,8 @@ type Backend struct {
 	// scope labels every container and narrows RemoveOrphans to them; tests
 	// use it so that concurrent test runs do not remove each other's.
 	scope map[string]string
+	// afterPin is a test hook: it runs once the extra mounts are pinned.
+	afterPin func()
 }
 
 // New connects to the engine and negotiates the API version (the engine may be
@@ -196,6 +202,12 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if err != nil {
 		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, err)
 	}
+	pinned, err := b.pin(spec)
+	defer pinned.release() // runs last: after the container is removed
+	if err != nil {
+		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, err)
+	}
+	pinned.apply(hostCfg.Mounts)
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("sandbox run cancelled: %w", err)
 	}
