@@ -70,6 +70,7 @@ fuzz:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./test/bench/
+	@if docker info >/dev/null 2>&1; then $(GO) test -run '^$$' -bench . -benchtime 30x ./internal/sandbox/docker/; else echo "SKIP Docker benchmarks: no engine"; fi
 
 clean:
 	rm -rf $(BIN)
