@@ -115,7 +115,7 @@ type unavailable struct{ err error }
 
 func (u unavailable) Name() string { return "none" }
 func (u unavailable) Run(context.Context, sandbox.Spec) (sandbox.Result, error) {
-	return sandbox.Result{}, u.err
+	return sandbox.Result{}, fmt.Errorf("%w: %w", runner.ErrNoSandbox, u.err)
 }
 
 // Backend picks the sandbox backend as CLAWPEN_SANDBOX asks: docker, bwrap,
@@ -344,7 +344,8 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err != nil {
 		return err
 	}
-	q = queue.New(ctx, queue.Config{MaxConcurrent: cfg.MaxConcurrent, Pending: rt.Pending, GiveUp: rt.GiveUp, Backoff: backoff, Logger: log})
+	q = queue.New(ctx, queue.Config{MaxConcurrent: cfg.MaxConcurrent, Pending: rt.Pending, GiveUp: rt.GiveUp, Backoff: backoff, Logger: log,
+		Permanent: func(err error) bool { return errors.Is(err, runner.ErrNoSandbox) }})
 	sched = scheduler.New(scheduler.Config{
 		Store: st, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
 		Dispatch: func(ctx context.Context, t domain.Task) {

@@ -24,7 +24,9 @@ type Config struct {
 	Backoff []time.Duration
 	// GiveUp is told when a group's messages could not be handled.
 	GiveUp func(ctx context.Context, group string, err error)
-	Logger *slog.Logger
+	// Permanent reports errors that retrying cannot cure: GiveUp at once.
+	Permanent func(error) bool
+	Logger    *slog.Logger
 }
 
 // Queue is safe for concurrent use.
@@ -167,7 +169,7 @@ func (q *Queue) worker(group string, g *groupState) {
 			continue
 		}
 		q.cfg.Logger.Warn("group run failed", "group", group, "attempt", failures+1, "err", err)
-		if failures >= len(q.cfg.Backoff) {
+		if failures >= len(q.cfg.Backoff) || (q.cfg.Permanent != nil && q.cfg.Permanent(err)) {
 			failures = 0
 			if q.cfg.GiveUp != nil {
 				q.cfg.GiveUp(q.ctx, group, err)

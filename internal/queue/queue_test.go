@@ -189,3 +189,23 @@ func TestWorkRunsInOrderAndNeverBesideMessages(t *testing.T) {
 	}
 	assert.Equal(t, []string{"task0", "task1", "task2"}, tasks)
 }
+
+func TestPermanentErrorGivesUpAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var attempts atomic.Int64
+	errBroken := errors.New("no sandbox")
+	gaveUp := make(chan error, 1)
+	q := New(ctx, Config{
+		MaxConcurrent: 1,
+		Backoff:       []time.Duration{time.Hour},
+		Pending:       func(ctx context.Context, g string) error { attempts.Add(1); return errBroken },
+		GiveUp:        func(ctx context.Context, g string, err error) { gaveUp <- err },
+		Permanent:     func(err error) bool { return errors.Is(err, errBroken) },
+	})
+	q.Kick("a")
+	require.ErrorIs(t, <-gaveUp, errBroken)
+	assert.Equal(t, int64(1), attempts.Load(), "no retry, no hour-long wait")
+	cancel()
+	q.Wait()
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -357,6 +358,9 @@ func (r *Router) GiveUp(ctx context.Context, folder string, runErr error) {
 	if !g.IsMain() {
 		// Host details stay with the owner; members get the fact only.
 		text = "Sorry, I could not answer this time. The owner has been told."
+		if errors.Is(runErr, runner.ErrNoSandbox) {
+			text = "Sorry, I cannot run right now: the host has no working sandbox, and I never run without one. The owner has been told."
+		}
 		if main, ok, _ := r.cfg.Store.GroupByFolder(ctx, domain.MainFolder); ok {
 			_ = r.reply(ctx, main.ChatID, 0, fmt.Sprintf("The agent of %q failed after retries: %v", folder, runErr))
 		}

@@ -26,6 +26,10 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
+// ErrNoSandbox marks a run refused because no sandbox backend works on this
+// host: nothing ran, and retrying will not help until the operator acts.
+var ErrNoSandbox = errors.New("no sandbox available")
+
 // Sandbox is a backend that runs one invocation in isolation (bwrap, Docker).
 type Sandbox interface {
 	Name() string
