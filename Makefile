@@ -56,7 +56,7 @@ test: deps build vet
 	$(GO) test -p 1 -count=1 -timeout 20m ./...
 	@if docker info >/dev/null 2>&1; then \
 	  echo "end-to-end tests again on the Docker backend (real agent image)"; \
-	  CLAWPEN_E2E_SANDBOX=docker $(GO) test -count=1 -timeout 20m ./test/e2e/; \
+	  CLAWPEN_E2E_SANDBOX=docker $(GO) test -p 1 -count=1 -timeout 20m ./test/e2e/ ./test/escape/; \
 	else echo "SKIP Docker end-to-end tests: no Docker engine answers (docker info failed)"; fi
 	$(MAKE) --no-print-directory fuzz
 

@@ -86,8 +86,9 @@ type Router struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	pairCode string // one-time, while no owner is known
+	mu        sync.Mutex
+	pairCode  string           // one-time, while no owner is known
+	attempted map[string]int64 // per group: the last message seq of the run being tried
 
 	deliverWake chan struct{}
 }
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if cfg.MaxContext <= 0 {
 		cfg.MaxContext = 200
 	}
-	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1)}
+	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1), attempted: map[string]int64{}}
 	owner, err := r.Owner(ctx)
 	if err != nil {
 		return nil, err
@@ -333,6 +334,9 @@ func (r *Router) Pending(ctx context.Context, folder string) error {
 		context = context[len(context)-r.cfg.MaxContext:]
 	}
 	thread := msgs[last].ThreadID
+	r.mu.Lock()
+	r.attempted[folder] = msgs[last].Seq
+	r.mu.Unlock()
 
 	stopTyping := r.typing(ctx, g.ChatID, thread)
 	ans, err := r.cfg.Agents.Run(ctx, runner.Request{Group: g, Prompt: prompt.Messages(context, r.cfg.TZ), ContextMode: domain.ContextGroup})
@@ -364,6 +368,20 @@ func (r *Router) GiveUp(ctx context.Context, folder string, runErr error) {
 		if main, ok, _ := r.cfg.Store.GroupByFolder(ctx, domain.MainFolder); ok {
 			_ = r.reply(ctx, main.ChatID, 0, fmt.Sprintf("The agent of %q failed after retries: %v", folder, runErr))
 		}
+	}
+	// The failure notice answers the messages that failed: the cursor moves
+	// past them with it, so one message that always fails cannot break the
+	// group. Without a sandbox nothing was tried; they wait for a restart.
+	r.mu.Lock()
+	seq := r.attempted[folder]
+	delete(r.attempted, folder)
+	r.mu.Unlock()
+	if seq > 0 && !errors.Is(runErr, runner.ErrNoSandbox) {
+		if _, err := r.cfg.Store.CompleteRun(ctx, folder, seq, outgoing(g.ChatID, 0, text)); err != nil {
+			r.log.Error("tell chat about failure", "group", folder, "err", err)
+		}
+		r.WakeDelivery()
+		return
 	}
 	if err := r.reply(ctx, g.ChatID, 0, text); err != nil {
 		r.log.Error("tell chat about failure", "group", folder, "err", err)

@@ -7,73 +7,75 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/test/harness"
 )
 
 func TestCommandsRegisteredAndOwnerOnly(t *testing.T) {
-	h := newHost(t, options{owner: true})
+	h := harness.New(t, harness.Options{Owner: true})
 	var names []string
-	for _, c := range h.tg.Commands() {
+	for _, c := range h.TG.Commands() {
 		names = append(names, c.Command)
 	}
 	for _, want := range []string{"groups", "register", "unregister", "tasks", "schedule", "pause", "resume", "cancel", "status", "help"} {
 		assert.Contains(t, names, want)
 	}
-	registerGroup(t, h, "family")
+	h.RegisterGroup(t, "family")
 
 	// A member's command in a group is not executed and gets nothing.
-	h.say(groupChat, "supergroup", "Family Chat", memberID, "/unregister family")
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "/unregister family")
 	// A stranger's in private neither.
-	h.say(strangerID, "private", "", strangerID, "/groups")
-	h.ownerSays("/groups")
-	got := h.replies(ownerID, 2)
+	h.Say(harness.StrangerID, "private", "", harness.StrangerID, "/groups")
+	h.OwnerSays("/groups")
+	got := h.Replies(harness.OwnerID, 2)
 	assert.Contains(t, got[1], "family", "still registered")
-	assert.Empty(t, h.tg.SentTo(groupChat))
-	assert.Empty(t, h.tg.SentTo(strangerID))
+	assert.Empty(t, h.TG.SentTo(harness.GroupChat))
+	assert.Empty(t, h.TG.SentTo(harness.StrangerID))
 
-	h.ownerSays("/status")
-	got = h.replies(ownerID, 3)
-	assert.Contains(t, got[2], "Sandbox: "+backend)
-	h.ownerSays("/help")
-	got = h.replies(ownerID, 4)
+	h.OwnerSays("/status")
+	got = h.Replies(harness.OwnerID, 3)
+	assert.Contains(t, got[2], "Sandbox: "+harness.Backend())
+	h.OwnerSays("/help")
+	got = h.Replies(harness.OwnerID, 4)
 	assert.Contains(t, got[3], "/schedule")
 
-	h.ownerSays("/unregister family")
-	got = h.replies(ownerID, 5)
+	h.OwnerSays("/unregister family")
+	got = h.Replies(harness.OwnerID, 5)
 	assert.Contains(t, got[4], "Unregistered family")
-	h.say(groupChat, "supergroup", "Family Chat", memberID, "@Andy anyone?")
-	h.ownerSays("ping")
-	h.replies(ownerID, 6)
-	assert.Empty(t, h.tg.SentTo(groupChat), "an unregistered group gets no answer")
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy anyone?")
+	h.OwnerSays("ping")
+	h.Replies(harness.OwnerID, 6)
+	assert.Empty(t, h.TG.SentTo(harness.GroupChat), "an unregistered group gets no answer")
 
-	h.stop()
-	audit := h.auditLog()
+	h.Stop()
+	audit := h.AuditLog()
 	assert.Contains(t, audit, "family command deny")
 	assert.Contains(t, audit, "telegram.private deny")
 }
 
 func TestSenderPolicy(t *testing.T) {
-	h := newHost(t, options{owner: true})
-	registerGroup(t, h, "family")
+	h := harness.New(t, harness.Options{Owner: true})
+	h.RegisterGroup(t, "family")
 	const allowed, other = int64(7001), int64(7002)
-	out := h.cli("groups", "policy", "family", `{"allow":[7001],"mode":"trigger"}`)
+	out := h.CLI("groups", "policy", "family", `{"allow":[7001],"mode":"trigger"}`)
 	require.Contains(t, out, "set")
 
-	h.say(groupChat, "supergroup", "Family Chat", other, "@Andy OTHER-CALLS")
-	h.say(groupChat, "supergroup", "Family Chat", allowed, "@Andy ALLOWED-CALLS")
-	got := h.replies(groupChat, 1)
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", other, "@Andy OTHER-CALLS")
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", allowed, "@Andy ALLOWED-CALLS")
+	got := h.Replies(harness.GroupChat, 1)
 	assert.Contains(t, got[0], "ALLOWED-CALLS")
 	assert.Contains(t, got[0], "OTHER-CALLS", "mode trigger keeps others' messages as context")
 
-	h.cli("groups", "policy", "family", `{"allow":[7001],"mode":"drop"}`)
-	h.say(groupChat, "supergroup", "Family Chat", other, "@Andy DROPPED-TEXT")
-	h.say(groupChat, "supergroup", "Family Chat", allowed, "@Andy SECOND")
-	got = h.replies(groupChat, 2)
+	h.CLI("groups", "policy", "family", `{"allow":[7001],"mode":"drop"}`)
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", other, "@Andy DROPPED-TEXT")
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", allowed, "@Andy SECOND")
+	got = h.Replies(harness.GroupChat, 2)
 	assert.Contains(t, got[1], "SECOND")
 	assert.NotContains(t, got[1], "DROPPED-TEXT")
 	time.Sleep(200 * time.Millisecond)
-	assert.Len(t, h.tg.SentTo(groupChat), 2, "the other member never triggers")
+	assert.Len(t, h.TG.SentTo(harness.GroupChat), 2, "the other member never triggers")
 
 	// A malformed policy is refused by the CLI.
-	cmd := h.cliFails("groups", "policy", "family", `{"allow":"everyone"}`)
+	cmd := h.CLIFails("groups", "policy", "family", `{"allow":"everyone"}`)
 	assert.True(t, strings.Contains(cmd, "allow"), cmd)
 }

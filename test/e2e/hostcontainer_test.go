@@ -16,13 +16,14 @@ import (
 
 	"github.com/clawpen/clawpen/test/fakellm"
 	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/test/harness"
 )
 
 // TestHostAsContainer builds the host image (top-level Dockerfile), runs it
 // with the Docker socket against the fakes, and sees a main-chat message
 // answered from a sandbox container the containerised host started.
 func TestHostAsContainer(t *testing.T) {
-	if backend != "docker" {
+	if harness.Backend() != "docker" {
 		t.Skip("the host container is tested in the Docker run (CLAWPEN_E2E_SANDBOX=docker)")
 	}
 	root, err := filepath.Abs("../..")
@@ -32,8 +33,8 @@ func TestHostAsContainer(t *testing.T) {
 	bctx := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(bctx, "bin"), 0o755))
 	copyFile(t, filepath.Join(root, "Dockerfile"), filepath.Join(bctx, "Dockerfile"))
-	copyFile(t, filepath.Join(binDir, "clawpen"), filepath.Join(bctx, "bin", "clawpen"))
-	copyFile(t, filepath.Join(binDir, "clawpen-agent"), filepath.Join(bctx, "bin", "clawpen-agent"))
+	copyFile(t, filepath.Join(harness.BinDir(), "clawpen"), filepath.Join(bctx, "bin", "clawpen"))
+	copyFile(t, filepath.Join(harness.BinDir(), "clawpen-agent"), filepath.Join(bctx, "bin", "clawpen-agent"))
 	const tag = "clawpen-host:e2e"
 	out, err := exec.Command("docker", "build", "-q", "-t", tag, bctx).CombinedOutput()
 	require.NoError(t, err, "docker build: %s", out)
@@ -57,7 +58,7 @@ func TestHostAsContainer(t *testing.T) {
 	defer tg.Close()
 	llm := fakellm.New()
 	defer llm.Close()
-	llm.SetRequiredKey(apiKey)
+	llm.SetRequiredKey(harness.APIKey)
 
 	var st syscall.Stat_t
 	require.NoError(t, syscall.Stat("/var/run/docker.sock", &st))
@@ -68,12 +69,12 @@ func TestHostAsContainer(t *testing.T) {
 		"-v", filepath.Join(hostRoot, "groups") + ":/app/groups",
 		"-v", "/var/run/docker.sock:/var/run/docker.sock",
 		"-e", "CLAWPEN_HOST_ROOT=" + hostRoot,
-		"-e", "TELEGRAM_BOT_TOKEN=" + botToken,
+		"-e", "TELEGRAM_BOT_TOKEN=" + harness.BotToken,
 		"-e", "TELEGRAM_API_URL=" + tg.URL(),
-		"-e", "ANTHROPIC_API_KEY=" + apiKey,
+		"-e", "ANTHROPIC_API_KEY=" + harness.APIKey,
 		"-e", "ANTHROPIC_BASE_URL=" + llm.URL(),
-		"-e", fmt.Sprintf("CLAWPEN_OWNER_ID=%d", ownerID),
-		"-e", "CLAWPEN_AGENT_IMAGE=" + e2eImage,
+		"-e", fmt.Sprintf("CLAWPEN_OWNER_ID=%d", harness.OwnerID),
+		"-e", "CLAWPEN_AGENT_IMAGE=" + harness.Image,
 		tag}
 	out, err = exec.Command("docker", args...).CombinedOutput()
 	require.NoError(t, err, "docker run: %s", out)
@@ -88,15 +89,15 @@ func TestHostAsContainer(t *testing.T) {
 		_ = exec.Command("docker", "rm", "-f", name).Run()
 	})
 
-	tg.PushMessage(ownerID, "private", "", faketg.User{ID: ownerID, FirstName: "Owner"}, "hello from a containerised host")
+	tg.PushMessage(harness.OwnerID, "private", "", faketg.User{ID: harness.OwnerID, FirstName: "Owner"}, "hello from a containerised host")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	sent, err := tg.WaitSent(ctx, ownerID, 1)
+	sent, err := tg.WaitSent(ctx, harness.OwnerID, 1)
 	require.NoError(t, err, "no answer; host log:\n%s", logs())
-	assert.Contains(t, plain(sent[0].Text), "hello from a containerised host")
+	assert.Contains(t, harness.Plain(sent[0].Text), "hello from a containerised host")
 	assert.Contains(t, logs(), "backend=docker")
 	for _, r := range llm.Requests() {
-		assert.Equal(t, apiKey, r.Header.Get("x-api-key"))
+		assert.Equal(t, harness.APIKey, r.Header.Get("x-api-key"))
 	}
 
 	// The sandbox container is gone once the answer is out.

@@ -1,0 +1,302 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/test/fakellm"
+	"github.com/clawpen/clawpen/test/faketg"
+)
+
+// Wait bounds every wait for the host (an answer, a log line).
+const Wait = 60 * time.Second
+
+// Host is one running `clawpen serve` with its fakes and directories.
+type Host struct {
+	TG   *faketg.Server
+	LLM  *fakellm.Server
+	Dir  string // working dir: data/, groups/, home/
+	Home string // the host's $HOME (Dir/home) with the planted secrets
+	// Outside is a temp dir beside Dir, outside the project, holding the
+	// AllowedRoots (a mount may not come from inside the project).
+	Outside string
+	Env     []string // the host's whole environment
+	Stdout  *LineLog // of the current run of serve
+	Stderr  *LineLog
+
+	t    testing.TB
+	proc *proc // shared by the views For returns
+}
+
+type proc struct{ cmd *exec.Cmd }
+
+// AllowedRoot is one allowedRoots entry of the host's mount allowlist; Path
+// is relative to the host's Outside dir.
+type AllowedRoot struct {
+	Path      string
+	ReadWrite bool
+}
+
+// Options shape a host.
+type Options struct {
+	Owner bool              // set CLAWPEN_OWNER_ID (else pairing)
+	Extra map[string]string // more environment; wins over the defaults
+	// AllowedRoots go into the mount allowlist (none by default); the
+	// directories are created.
+	AllowedRoots []AllowedRoot
+}
+
+// New makes a host's directories, plants the secrets a sandbox must never
+// see in its $HOME (~/.ssh/id_rsa, ~/.aws/credentials, the mount allowlist),
+// starts the fakes and `clawpen serve`, and stops it all when t ends.
+func New(t testing.TB, o Options) *Host {
+	t.Helper()
+	require.NotEmpty(t, binDir, "harness.Setup did not run (call it from TestMain)")
+	dir, err := os.MkdirTemp("", tmpPrefix())
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	home := filepath.Join(dir, "home")
+	plant := func(rel, content string) {
+		p := filepath.Join(home, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	}
+	plant(".ssh/id_rsa", SecretSSH)
+	plant(".aws/credentials", "[default]\naws_secret_access_key = "+SecretAWS+"\n")
+	outside, err := os.MkdirTemp("", tmpPrefix()+"outside-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(outside, 0o755))
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	roots := []map[string]any{}
+	for _, r := range o.AllowedRoots {
+		p := filepath.Join(outside, r.Path)
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		roots = append(roots, map[string]any{"path": p, "allowReadWrite": r.ReadWrite})
+	}
+	allow, err := json.Marshal(map[string]any{"allowedRoots": roots, "blockedPatterns": []string{AllowlistMarker}, "nonMainReadOnly": true})
+	require.NoError(t, err)
+	plant(".config/clawpen/mount-allowlist.json", string(allow))
+
+	tg := faketg.New()
+	t.Cleanup(tg.Close)
+	llm := fakellm.New()
+	llm.SetRequiredKey(APIKey)
+	t.Cleanup(llm.Close)
+
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"TELEGRAM_BOT_TOKEN=" + BotToken,
+		"TELEGRAM_API_URL=" + tg.URL(),
+		"ANTHROPIC_API_KEY=" + APIKey,
+		"ANTHROPIC_BASE_URL=" + llm.URL(),
+		"CLAWPEN_MODEL=claude-test",
+		"CLAWPEN_SANDBOX=" + Backend(),
+		"CLAWPEN_AGENT_IMAGE=" + Image,
+		"CLAWPEN_AGENT_BIN=" + filepath.Join(binDir, "clawpen-agent"),
+		"CLAWPEN_AGENT_TIMEOUT=60s",
+		"CLAWPEN_RETRY_BACKOFF=200ms,400ms",
+		"CLAWPEN_DEBUG=1",
+	}
+	if o.Owner {
+		env = append(env, fmt.Sprintf("CLAWPEN_OWNER_ID=%d", OwnerID))
+	}
+	for k, v := range o.Extra {
+		env = append(env, k+"="+v) // exec keeps the last of duplicate keys
+	}
+	h := &Host{TG: tg, LLM: llm, Dir: dir, Home: home, Outside: outside, Env: env, Stdout: NewLineLog(), Stderr: NewLineLog(), t: t, proc: &proc{}}
+	h.Start()
+	t.Cleanup(h.Stop)
+	return h
+}
+
+// For is a view of the same host whose failures go to t (a subtest): a
+// failing wait must stop the test that waits, not the one that made the host.
+func (h *Host) For(t testing.TB) *Host {
+	v := *h
+	v.t = t
+	return &v
+}
+
+// Start runs `clawpen serve` and waits until it serves.
+func (h *Host) Start() {
+	h.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "clawpen"), "serve")
+	cmd.Dir = h.Dir
+	cmd.Env = h.Env
+	h.Stdout.Reset()
+	h.Stderr.Reset()
+	cmd.Stdout, cmd.Stderr = h.Stdout, h.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(h.t, cmd.Start())
+	h.proc.cmd = cmd
+	h.WaitLog("clawpen serving")
+}
+
+// Stop ends the host gracefully (SIGTERM) and waits.
+func (h *Host) Stop() {
+	cmd := h.proc.cmd
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	if h.t.Failed() {
+		h.t.Logf("host log:\n%s", h.Stderr.String())
+	}
+	h.proc.cmd = nil
+}
+
+// Crash kills the host with SIGKILL, as a power cut would.
+func (h *Host) Crash() {
+	require.NoError(h.t, h.proc.cmd.Process.Signal(syscall.SIGKILL))
+	_ = h.proc.cmd.Wait()
+	h.proc.cmd = nil
+}
+
+// Running reports whether serve is still alive (not exited).
+func (h *Host) Running() bool {
+	cmd := h.proc.cmd
+	return cmd != nil && cmd.ProcessState == nil && cmd.Process.Signal(syscall.Signal(0)) == nil
+}
+
+// PID is the serve process's id (0 when it is not running).
+func (h *Host) PID() int {
+	if cmd := h.proc.cmd; cmd != nil {
+		return cmd.Process.Pid
+	}
+	return 0
+}
+
+// WaitLog waits until the host logged substr.
+func (h *Host) WaitLog(substr string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !h.Stderr.Wait(ctx, substr) {
+		h.t.Fatalf("host never logged %q; log:\n%s", substr, h.Stderr.String())
+	}
+}
+
+// Say sends a message as user from in chat; private chats have chat id = user id.
+func (h *Host) Say(chatID int64, chatType, title string, from int64, text string, opts ...faketg.MsgOpt) {
+	h.t.Helper()
+	h.TG.PushMessage(chatID, chatType, title, faketg.User{ID: from, FirstName: fmt.Sprintf("user%d", from)}, text, opts...)
+}
+
+// OwnerSays sends text in the owner's private chat.
+func (h *Host) OwnerSays(text string) { h.Say(OwnerID, "private", "", OwnerID, text) }
+
+// Replies waits until chat has at least n messages and returns their texts, HTML-unescaped.
+func (h *Host) Replies(chatID int64, n int) []string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	sent, err := h.TG.WaitSent(ctx, chatID, n)
+	if err != nil {
+		h.t.Fatalf("waiting for %d messages to chat %d: %v (got %d)\nhost log:\n%s", n, chatID, err, len(h.TG.SentTo(chatID)), h.Stderr.String())
+	}
+	return Texts(sent)
+}
+
+// WaitFor waits until some message to chat contains substr.
+func (h *Host) WaitFor(chat int64, substr string) {
+	h.t.Helper()
+	h.WaitForWithin(chat, substr, Wait)
+}
+
+// WaitForWithin is WaitFor with its own bound.
+func (h *Host) WaitForWithin(chat int64, substr string, d time.Duration) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		for _, s := range Texts(h.TG.SentTo(chat)) {
+			if strings.Contains(s, substr) {
+				return true
+			}
+		}
+		return false
+	}, d, 20*time.Millisecond, "no message containing %q; host log:\n%s", substr, h.Stderr.String())
+}
+
+// RegisterGroup registers GroupChat as folder through the owner's /register
+// command and checks the confirmation.
+func (h *Host) RegisterGroup(t testing.TB, folder string) {
+	t.Helper()
+	n := len(h.TG.SentTo(OwnerID))
+	h.OwnerSays(fmt.Sprintf("/register %d %s Family Chat", GroupChat, folder))
+	got := h.For(t).Replies(OwnerID, n+1)
+	require.Contains(t, got[n], "groups/"+folder, "confirmation names the folder")
+}
+
+// CLI runs the clawpen CLI against the host's data, as an operator would,
+// and requires it to succeed.
+func (h *Host) CLI(args ...string) string {
+	h.t.Helper()
+	out, err := h.RunCLI(args...)
+	require.NoError(h.t, err, "clawpen %v: %s", args, out)
+	return out
+}
+
+// CLIFails runs the CLI expecting a failure and returns its output.
+func (h *Host) CLIFails(args ...string) string {
+	h.t.Helper()
+	out, err := h.RunCLI(args...)
+	require.Error(h.t, err, "clawpen %v should fail: %s", args, out)
+	return out
+}
+
+// RunCLI runs the CLI and returns its combined output and error, whatever they are.
+func (h *Host) RunCLI(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(binDir, "clawpen"), args...)
+	cmd.Dir = h.Dir
+	cmd.Env = h.Env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Tasks reads the tasks from the database directly.
+func (h *Host) Tasks() []domain.Task {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	require.NoError(h.t, err)
+	defer st.Close()
+	ts, err := st.ListTasks(context.Background(), "")
+	require.NoError(h.t, err)
+	return ts
+}
+
+// AuditLog is the audit log, one "group operation decision reason" line per entry.
+func (h *Host) AuditLog() string {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	require.NoError(h.t, err)
+	defer st.Close()
+	entries, err := st.AuditLog(context.Background(), 0)
+	require.NoError(h.t, err)
+	var b strings.Builder
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%s %s %s %s\n", e.Group, e.Operation, e.Decision, e.Reason)
+	}
+	return b.String()
+}
