@@ -56,7 +56,9 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 	bwrapOK := false
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		add("bwrap", doctor.Fail, "bubblewrap is not installed", "apt-get install -y bubblewrap")
-	} else if binErr == nil {
+	} else if binErr != nil {
+		add("bwrap", doctor.Warn, "installed; not tried, since clawpen-agent is missing", "fix the agent finding above")
+	} else {
 		b, err := bwrap.New(bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log})
 		if err == nil {
 			err = b.Check(ctx)
@@ -89,10 +91,10 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 		add("sandbox", doctor.Fail, "CLAWPEN_SANDBOX=bwrap but bubblewrap does not work here", "fix the bwrap finding above")
 	}
 	if cfg.Sandbox == "auto" && !bwrapOK {
-		add("sandbox", doctor.Fail, "no working sandbox backend: agents will not run", "fix the bwrap finding above")
+		add("sandbox", doctor.Fail, "no working sandbox backend: agents will not run", "fix the findings above (agent, bwrap, docker)")
 	}
 
-	fs = append(fs, allowlistFinding(cfg, log))
+	fs = append(fs, allowlistFinding(cfg, slog.New(slog.DiscardHandler)))
 	for _, name := range cfg.PassEnv {
 		if config.LooksSecret(name) {
 			add("env", doctor.Warn, fmt.Sprintf("CLAWPEN_SANDBOX_ENV lists %s, which looks like a secret; it is NOT passed into sandboxes", name),

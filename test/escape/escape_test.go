@@ -136,7 +136,7 @@ func attacks() []attack {
 		{name: "proc-environ", msg: func(e *env) string {
 			return bash(lines(
 				"for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done | sort -u",
-				fmt.Sprintf("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = clawpen ] && echo HOSTPROC-SEEN:${p#/proc/}; done; true"),
+				"for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = clawpen ] && echo HOSTPROC-SEEN:${p#/proc/}; done; true",
 				try("HOST-PID-ENVIRON", fmt.Sprintf("grep -q TELEGRAM /proc/%d/environ", e.hostPID)),
 				"echo PROCENV-DONE"))
 		}, want: []string{"PROCENV-DONE", "HOST-PID-ENVIRON=HELD"}, bad: []string{"HOSTPROC-SEEN:", "TELEGRAM_", "ANTHROPIC_API_KEY"}},
@@ -257,7 +257,7 @@ func attacks() []attack {
 			return bash(lines(
 				fmt.Sprintf("./pwn ptrace %d", e.hostPID),
 				"for p in /proc/[0-9]*; do echo \"proc ${p#/proc/} $(cat $p/comm 2>/dev/null)\"; done",
-				fmt.Sprintf("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = clawpen ] && ./pwn ptrace ${p#/proc/}; done; true"),
+				"for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = clawpen ] && ./pwn ptrace ${p#/proc/}; done; true",
 				"head -3 /proc/1/status; echo PTRACE-DONE"))
 		}, want: []string{"PTRACE-DONE"}, bad: []string{"HOSTPROC-SEEN"},
 			check: func(t *testing.T, e *env, out string) []string {
