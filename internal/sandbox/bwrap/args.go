@@ -1,10 +1,8 @@
 package bwrap
 
 import (
-	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -136,7 +134,7 @@ func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
 }
 
 func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []string {
-	lim := effectiveLimits(spec.Limits)
+	lim := spec.Limits.WithDefaults()
 	fd := strconv.Itoa
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
@@ -207,10 +205,10 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 			dest := sandbox.ExtraPath + "/" + m.Name
 			a = append(a, flag, fd(fds.extra[i]), dest)
 			for j, w := range m.Writable {
-				a = append(a, "--bind-fd", fd(fds.writable[i][j]), within(dest, m.HostPath, w))
+				a = append(a, "--bind-fd", fd(fds.writable[i][j]), sandbox.TargetFor(dest, m.HostPath, w))
 			}
 			for _, mask := range m.Masks {
-				a = append(a, maskArgs(within(dest, m.HostPath, mask), mask)...)
+				a = append(a, maskArgs(sandbox.TargetFor(dest, m.HostPath, mask), mask)...)
 			}
 		}
 	}
@@ -255,94 +253,12 @@ func fixedEnv(k string) bool { return k == "HOME" || k == "USER" || k == "PATH" 
 func sortedEnvKeys(env map[string]string) []string {
 	keys := make([]string, 0, len(env))
 	for k := range env {
-		if validEnvKey(k) {
+		if sandbox.ValidEnvName(k) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, c := range k {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validateSpec rejects what the command line cannot express safely.
-func validateSpec(spec sandbox.Spec) error {
-	if spec.GroupDir == "" {
-		return fmt.Errorf("spec has no GroupDir")
-	}
-	for k := range spec.Env {
-		if !validEnvKey(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-	}
-	seen := map[string]bool{}
-	for _, m := range spec.Extra {
-		if m.Name == "" || m.Name == "." || m.Name == ".." || containsAny(m.Name, "/\x00") {
-			return fmt.Errorf("invalid extra mount name %q", m.Name)
-		}
-		if seen[m.Name] {
-			return fmt.Errorf("duplicate extra mount name %q", m.Name)
-		}
-		seen[m.Name] = true
-		if m.HostPath == "" {
-			return fmt.Errorf("extra mount %q has no host path", m.Name)
-		}
-	}
-	return nil
-}
-
-func containsAny(s, chars string) bool {
-	for _, c := range s {
-		for _, d := range chars {
-			if c == d {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// effectiveLimits fills unset limits from sandbox.DefaultLimits.
-func effectiveLimits(l sandbox.Limits) sandbox.Limits {
-	d := sandbox.DefaultLimits
-	if l.Timeout <= 0 {
-		l.Timeout = d.Timeout
-	}
-	if l.OutputBytes <= 0 {
-		l.OutputBytes = d.OutputBytes
-	}
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = d.MemoryBytes
-	}
-	if l.Pids <= 0 {
-		l.Pids = d.Pids
-	}
-	if l.TmpBytes <= 0 {
-		l.TmpBytes = d.TmpBytes
-	}
-	return l
-}
-
-// within maps a host path inside hostRoot to the same place under dest.
-func within(dest, hostRoot, hostPath string) string {
-	rel, err := filepath.Rel(hostRoot, hostPath)
-	if err != nil || rel == "." {
-		return dest
-	}
-	return dest + "/" + filepath.ToSlash(rel)
 }
 
 // maskArgs hides hostPath at dest: an empty read-only tmpfs over a directory,

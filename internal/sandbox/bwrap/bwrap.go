@@ -278,7 +278,7 @@ func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
 	var res sandbox.Result
-	lim := effectiveLimits(spec.Limits)
+	lim := spec.Limits.WithDefaults()
 	p, err := b.prepare(spec, command)
 	if err != nil {
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
@@ -328,19 +328,25 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		}
 	}()
 
-	out := &capWriter{w: spec.Stdout, limit: lim.OutputBytes, onLimit: func() {
+	// OnLimit runs in a goroutine; limitKilled lets the kill finish before bwrap
+	// is reaped and the pidfd closed, so it cannot hit a reused pid or fd.
+	limitKilled := make(chan struct{})
+	out := &sandbox.CapWriter{W: spec.Stdout, Limit: lim.OutputBytes, OnLimit: func() {
+		defer close(limitKilled)
 		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
 		_ = k.kill()
 	}}
-	if out.w == nil {
-		out.w = io.Discard
-	}
-	tail := &tailBuffer{max: stderrTail}
+	tail := &sandbox.Tail{Max: stderrTail}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _, _ = io.Copy(out, stdout) }()
 	go func() { defer wg.Done(); _, _ = io.Copy(tail, stderr) }()
 	wg.Wait()
+	// Truncated is set by the same Write that started OnLimit, and that Write
+	// has returned by now.
+	if out.Truncated() {
+		<-limitKilled
+	}
 	waitErr := cmd.Wait()
 	res.Duration = time.Since(start)
 
@@ -358,7 +364,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	}
 
 	res.Stderr = tail.String()
-	res.OutputTruncated = out.truncated()
+	res.OutputTruncated = out.Truncated()
 	res.ExitCode = exitCode(cmd.ProcessState)
 	if runCtx.Err() != nil {
 		res.TimedOut = true

@@ -99,7 +99,7 @@ func TestView(t *testing.T) {
 		{name: "no sysfs", script: "test -e /sys/class/net", wantExit: 1},
 		{name: "no nested user namespaces", script: "unshare -U true", wantExit: 1},
 		{name: "synthesised etc", script: "ls /etc; cat /etc/passwd",
-			wantOut: "ca-certificates\ngroup\nhosts\nlocaltime\nnsswitch.conf\npasswd\nssl\n" + etcFiles[0].content},
+			wantOut: etcListing(probeHost()) + etcFiles[0].content},
 		{name: "no inherited descriptors", script: "ls /proc/self/fd", wantOut: "0\n1\n2\n3\n"},
 		{name: "host dirs absent", script: "ls -A /; ls -A /home /run /run/clawpen /workspace",
 			wantOut: "bin\ndev\netc\nhome\nlib\nlib64\nproc\nrun\nsbin\ntmp\nusr\nworkspace\n" +
@@ -540,4 +540,25 @@ func TestExtraMountMasksAndWritePaths(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(proj, ".env"))
 	require.NoError(t, err)
 	assert.Equal(t, "MASKED-SECRET", string(data), "the host file is untouched")
+}
+
+// etcListing is what `ls /etc` shows in the sandbox: the synthesised files and
+// the top-level entries of what the host lends (which varies by host).
+func etcListing(l hostLayout) string {
+	seen := map[string]bool{}
+	for _, f := range etcFiles {
+		seen[filepath.Base(f.dest)] = true
+	}
+	for _, d := range l.etcBinds {
+		seen[strings.SplitN(strings.TrimPrefix(d, "/etc/"), "/", 2)[0]] = true
+	}
+	if l.hasLocal {
+		seen["localtime"] = true
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "\n") + "\n"
 }

@@ -36,7 +36,7 @@ func (p *prepared) close() {
 // prepare checks that the run-as user can reach every bind source, opens them in
 // the order Args numbers them, and builds the command line.
 func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error) {
-	if err := validateSpec(spec); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	layout := b.layoutFor(spec)

@@ -1,11 +1,7 @@
 package docker
 
 import (
-	"fmt"
 	"os"
-	"path"
-	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 
@@ -40,10 +36,10 @@ const logMaxSize = "1m"
 // createConfig is the container's configuration for spec: the same view as the
 // bwrap backend, built from the image instead of the host's /usr.
 func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.Config, *container.HostConfig, error) {
-	if err := validateSpec(spec); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
-	lim := effectiveLimits(spec.Limits)
+	lim := spec.Limits.WithDefaults()
 
 	env := make([]string, 0, len(spec.Env)+3)
 	for _, k := range sortedKeys(spec.Env) {
@@ -110,7 +106,7 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		dest := sandbox.ExtraPath + "/" + m.Name
 		mounts = append(mounts, bind(m.HostPath, dest, m.ReadOnly))
 		for _, w := range m.Writable {
-			mounts = append(mounts, bind(w, within(dest, m.HostPath, w), false))
+			mounts = append(mounts, bind(w, sandbox.TargetFor(dest, m.HostPath, w), false))
 		}
 		// The engine mounts parents before children, so these land on top.
 		for _, mask := range m.Masks {
@@ -118,10 +114,10 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 			switch {
 			case err != nil:
 			case fi.IsDir():
-				mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: within(dest, m.HostPath, mask), ReadOnly: true,
+				mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: sandbox.TargetFor(dest, m.HostPath, mask), ReadOnly: true,
 					TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
 			default:
-				mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: within(dest, m.HostPath, mask), ReadOnly: true,
+				mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: sandbox.TargetFor(dest, m.HostPath, mask), ReadOnly: true,
 					BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate}})
 			}
 		}
@@ -190,83 +186,4 @@ func sortedKeys(env map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// validateSpec rejects what the engine would misread or what would escape the view.
-func validateSpec(spec sandbox.Spec) error {
-	if spec.GroupDir == "" {
-		return fmt.Errorf("spec has no GroupDir")
-	}
-	for _, p := range []string{spec.GroupDir, spec.GlobalDir, spec.SessionDir, spec.SocketPath} {
-		if p != "" && !path.IsAbs(p) {
-			return fmt.Errorf("bind source %q is not an absolute path", p)
-		}
-	}
-	for k, v := range spec.Env {
-		if !envKey.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-		if containsNUL(v) {
-			return fmt.Errorf("environment variable %s contains NUL", k)
-		}
-	}
-	seen := map[string]bool{}
-	for _, m := range spec.Extra {
-		if m.Name == "" || m.Name == "." || m.Name == ".." || containsAny(m.Name, "/\x00:,") {
-			return fmt.Errorf("invalid extra mount name %q", m.Name)
-		}
-		if seen[m.Name] {
-			return fmt.Errorf("duplicate extra mount name %q", m.Name)
-		}
-		seen[m.Name] = true
-		if m.HostPath == "" || !path.IsAbs(m.HostPath) {
-			return fmt.Errorf("extra mount %q needs an absolute host path, got %q", m.Name, m.HostPath)
-		}
-	}
-	return nil
-}
-
-func containsNUL(s string) bool { return containsAny(s, "\x00") }
-
-func containsAny(s, chars string) bool {
-	for _, c := range s {
-		for _, d := range chars {
-			if c == d {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// effectiveLimits fills unset limits from sandbox.DefaultLimits.
-func effectiveLimits(l sandbox.Limits) sandbox.Limits {
-	d := sandbox.DefaultLimits
-	if l.Timeout <= 0 {
-		l.Timeout = d.Timeout
-	}
-	if l.OutputBytes <= 0 {
-		l.OutputBytes = d.OutputBytes
-	}
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = d.MemoryBytes
-	}
-	if l.Pids <= 0 {
-		l.Pids = d.Pids
-	}
-	if l.TmpBytes <= 0 {
-		l.TmpBytes = d.TmpBytes
-	}
-	return l
-}
-
-// within maps a host path inside hostRoot to the same place under dest.
-func within(dest, hostRoot, hostPath string) string {
-	rel, err := filepath.Rel(hostRoot, hostPath)
-	if err != nil || rel == "." {
-		return dest
-	}
-	return dest + "/" + filepath.ToSlash(rel)
 }

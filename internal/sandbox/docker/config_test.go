@@ -104,75 +104,9 @@ func TestCreateConfigCommandAndDefaults(t *testing.T) {
 	assert.Equal(t, []string{"-c", "echo"}, []string(cfg.Cmd))
 }
 
-func TestValidateSpec(t *testing.T) {
-	ok := sandbox.Spec{GroupDir: "/g"}
-	tests := []struct {
-		name string
-		mod  func(*sandbox.Spec)
-		want string
-	}{
-		{"valid", func(*sandbox.Spec) {}, ""},
-		{"no group", func(s *sandbox.Spec) { s.GroupDir = "" }, "no GroupDir"},
-		{"relative group", func(s *sandbox.Spec) { s.GroupDir = "groups/x" }, "not an absolute path"},
-		{"relative socket", func(s *sandbox.Spec) { s.SocketPath = "x.sock" }, "not an absolute path"},
-		{"bad env name", func(s *sandbox.Spec) { s.Env = map[string]string{"A=B": "x"} }, "invalid environment variable name"},
-		{"digit env name", func(s *sandbox.Spec) { s.Env = map[string]string{"1A": "x"} }, "invalid environment variable name"},
-		{"nul env value", func(s *sandbox.Spec) { s.Env = map[string]string{"A": "x\x00y"} }, "contains NUL"},
-		{"extra dotdot", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: ".."}} }, "invalid extra mount name"},
-		{"extra slash", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a/b"}} }, "invalid extra mount name"},
-		{"extra comma", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a,b"}} }, "invalid extra mount name"},
-		{"extra dup", func(s *sandbox.Spec) {
-			s.Extra = []sandbox.Mount{{HostPath: "/x", Name: "a"}, {HostPath: "/y", Name: "a"}}
-		}, "duplicate"},
-		{"extra relative", func(s *sandbox.Spec) { s.Extra = []sandbox.Mount{{HostPath: "x", Name: "a"}} }, "absolute host path"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := ok
-			tc.mod(&s)
-			err := validateSpec(s)
-			if tc.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
-}
-
 func TestContainerName(t *testing.T) {
 	assert.Equal(t, "clawpen-abc123", containerName("abc123"))
 	assert.Equal(t, "", containerName(""))
 	assert.Equal(t, "", containerName("a/b"))
 	assert.Equal(t, "", containerName("-x"))
 }
-
-func TestCapWriterAndTail(t *testing.T) {
-	var got []byte
-	w := writerFunc(func(p []byte) (int, error) { got = append(got, p...); return len(p), nil })
-	called := make(chan struct{})
-	c := &capWriter{w: w, limit: 5, onLimit: func() { close(called) }}
-	n, err := c.Write([]byte("abc"))
-	require.NoError(t, err)
-	assert.Equal(t, 3, n)
-	assert.False(t, c.truncated())
-	n, err = c.Write([]byte("defgh"))
-	require.NoError(t, err)
-	assert.Equal(t, 5, n, "reports everything written so the stream keeps draining")
-	<-called
-	assert.True(t, c.truncated())
-	_, _ = c.Write([]byte("more"))
-	assert.Equal(t, "abcde", string(got))
-
-	tb := &tailBuffer{max: 4}
-	_, _ = tb.Write([]byte("ab"))
-	_, _ = tb.Write([]byte("cde"))
-	assert.Equal(t, "bcde", tb.String())
-	_, _ = tb.Write([]byte("123456"))
-	assert.Equal(t, "3456", tb.String())
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -197,7 +197,7 @@ func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
 	var res sandbox.Result
-	lim := effectiveLimits(spec.Limits)
+	lim := spec.Limits.WithDefaults()
 	cfg, hostCfg, err := b.createConfig(spec, command)
 	if err != nil {
 		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, err)
@@ -245,14 +245,11 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	wait := b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 
 	k := &killer{kill: func() { b.kill(bg, id, log) }}
-	out := &capWriter{w: spec.Stdout, limit: lim.OutputBytes, onLimit: func() {
+	out := &sandbox.CapWriter{W: spec.Stdout, Limit: lim.OutputBytes, OnLimit: func() {
 		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
 		k.do()
 	}}
-	if out.w == nil {
-		out.w = io.Discard
-	}
-	tail := &tailBuffer{max: stderrTail}
+	tail := &sandbox.Tail{Max: stderrTail}
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)
@@ -317,7 +314,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	}
 
 	res.Stderr = tail.String()
-	res.OutputTruncated = out.truncated()
+	res.OutputTruncated = out.Truncated()
 	res.TimedOut = runCtx.Err() != nil
 	b.noteOOM(bg, id, lim, &res, log)
 	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
