@@ -4,6 +4,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,7 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/sandbox/docker"
+	"github.com/clawpen/clawpen/internal/sandbox/pin"
 	"github.com/clawpen/clawpen/internal/scheduler"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
@@ -49,13 +52,18 @@ func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	return st, nil
 }
 
-// prepareDataDir creates data/ so that the sandbox user can reach its own
-// session dir and socket but list nothing: 0711 when the host is root.
+// PinDir is where a root host pins bind sources for bwrap: on /run (a
+// tmpfs every user can traverse), one directory per data dir.
+func PinDir(cfg config.Config) string {
+	sum := sha256.Sum256([]byte(cfg.DataDir))
+	return filepath.Join("/run/clawpen", hex.EncodeToString(sum[:6]))
+}
+
+// prepareDataDir creates data/ private to the host: sandboxes reach their
+// session dir and socket through pinned binds (root host), Docker's engine,
+// or as the host user itself.
 func prepareDataDir(dir string) error {
 	mode := os.FileMode(0o700)
-	if os.Geteuid() == 0 {
-		mode = 0o711
-	}
 	for _, d := range []string{dir, filepath.Join(dir, "sessions"), runner.SocketsDir(dir)} {
 		if err := os.MkdirAll(d, mode); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -154,7 +162,16 @@ func bwrapBackend(ctx context.Context, cfg config.Config, uid, gid int, log *slo
 	if err != nil {
 		return nil, err
 	}
-	b, err := bwrap.New(bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log})
+	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log}
+	if os.Geteuid() == 0 {
+		// The unprivileged sandbox user binds pinned copies of the sources,
+		// so the project may live anywhere, /root included.
+		bc.PinDir = PinDir(cfg)
+		if err := pin.Clean(bc.PinDir); err != nil {
+			return nil, err
+		}
+	}
+	b, err := bwrap.New(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +193,7 @@ func dockerBackend(ctx context.Context, cfg config.Config, getenv func(string) s
 		// Extra mounts are pinned by descriptor (see docker/pin.go); a
 		// containerised host cannot do this and binds by validated path.
 		dc.PinDir = filepath.Join(cfg.DataDir, "pins")
-		if err := docker.CleanPins(dc.PinDir); err != nil {
+		if err := pin.Clean(dc.PinDir); err != nil {
 			return nil, err
 		}
 	}
@@ -269,6 +286,10 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 
 	backend, uid, gid, closeBackend := Backend(ctx, cfg, getenv, log)
 	defer closeBackend()
+	if os.Geteuid() == 0 {
+		// Every run releases its pins; drop the host's pin directory too.
+		defer func() { _ = pin.Clean(PinDir(cfg)); _ = os.Remove(PinDir(cfg)) }()
+	}
 	if d, ok := backend.(*docker.Backend); ok {
 		// Containers do not die with the host; remove what a crash left.
 		n, err := d.RemoveOrphans(ctx)

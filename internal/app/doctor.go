@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/clawpen/clawpen/internal/config"
@@ -47,8 +46,6 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 	bin, binErr := AgentBin(cfg)
 	if binErr != nil {
 		add("agent", doctor.Fail, binErr.Error(), "run `make build` (builds bin/clawpen and bin/clawpen-agent)")
-	} else if dir := doctor.Reachable(bin, uid, gid); dir != "" {
-		add("agent", doctor.Fail, fmt.Sprintf("%s: the sandbox user (uid %d) cannot traverse %s", bin, uid, dir), fmt.Sprintf("chmod o+x %s, or put the project under a traversable path such as /opt", dir))
 	} else {
 		add("agent", doctor.OK, bin, "")
 	}
@@ -102,9 +99,7 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 		}
 	}
 	fs = append(fs, dataDir(cfg.DataDir))
-	if dir := doctor.Reachable(filepath.Join(cfg.GroupsDir, "x"), uid, gid); dir != "" && err == nil {
-		add("groups", doctor.Fail, fmt.Sprintf("the sandbox user (uid %d) cannot traverse %s", uid, dir), fmt.Sprintf("chmod o+x %s, or put the project under a traversable path such as /opt", dir))
-	} else if err == nil {
+	if err == nil {
 		add("groups", doctor.OK, cfg.GroupsDir, "")
 	}
 	return fs

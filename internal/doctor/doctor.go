@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -79,31 +77,4 @@ func DockerImage(ctx context.Context, socketPath, image string) (engine, hasImag
 		return true, false, fmt.Sprintf("engine answers; image %s not found", image)
 	}
 	return true, true, fmt.Sprintf("engine answers; image %s present", image)
-}
-
-// Reachable reports the first directory on the way to path that uid cannot
-// traverse (no x bit for it), or "" when every parent is traversable.
-func Reachable(path string, uid, gid int) string {
-	if uid < 0 {
-		return ""
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	dir := filepath.Dir(abs)
-	for {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return dir
-		}
-		if !canTraverse(fi, uid, gid) {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }

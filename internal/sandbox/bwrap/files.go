@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/pin"
 )
 
 // prepared is one invocation's command line and the files it refers to.
@@ -19,6 +20,7 @@ type prepared struct {
 	args  []string
 	files []*os.File // ExtraFiles: files[i] is fd 3+i in bwrap
 	info  *os.File   // read end of the --info-fd pipe
+	pins  *pin.Set   // staging binds of the sources, when pinning
 }
 
 // close releases every descriptor the host still holds.
@@ -31,6 +33,7 @@ func (p *prepared) close() {
 	if p.info != nil {
 		_ = p.info.Close()
 	}
+	p.pins.Release()
 }
 
 // prepare checks that the run-as user can reach every bind source, opens them in
@@ -62,7 +65,21 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	p.info = infoR
 	p.files = append(p.files, infoW)
 
+	if b.pinning() {
+		if p.pins, err = pin.NewSet(b.cfg.PinDir, spec.InvocationID); err != nil {
+			return nil, err
+		}
+	}
 	open := func(what, hostPath string, dir bool) error {
+		if p.pins != nil {
+			// Reachable for the sandbox user wherever the original lives,
+			// and fixed to what the path names now.
+			staged, err := p.pins.Add(hostPath)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			hostPath = staged
+		}
 		f, err := b.openSource(what, hostPath, dir)
 		if err != nil {
 			return err
