@@ -180,9 +180,24 @@ func (f *firstByte) Write(p []byte) (int, error) {
 
 // BenchmarkSandboxAgentReady is clawpen's sandbox start to the agent's first
 // output line ("ready"), through the full backend (limits, fds, namespaces).
-func BenchmarkSandboxAgentReady(b *testing.B) {
+func BenchmarkSandboxAgentReady(b *testing.B) { benchAgentReady(b, false) }
+
+// BenchmarkSandboxAgentReadyPinned is the same as a root host runs it: every
+// bind source pinned under a staging directory first.
+func BenchmarkSandboxAgentReadyPinned(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("pinning needs root")
+	}
+	benchAgentReady(b, true)
+}
+
+func benchAgentReady(b *testing.B, pinned bool) {
 	root, uid, gid := workspace(b)
-	be, err := bwrap.New(bwrap.Config{AgentBin: agentBin, RunAsUID: uid, RunAsGID: gid})
+	cfg := bwrap.Config{AgentBin: agentBin, RunAsUID: uid, RunAsGID: gid}
+	if pinned {
+		cfg.PinDir = filepath.Join(root, "pins")
+	}
+	be, err := bwrap.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
