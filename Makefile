@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test vet fuzz bench deps doctor image clean
+.PHONY: all build run test vet fuzz bench load deps doctor image clean
 
 all: build
 
@@ -71,6 +71,11 @@ fuzz:
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./test/bench/
 	@if docker info >/dev/null 2>&1; then $(GO) test -run '^$$' -bench . -benchtime 30x ./internal/sandbox/docker/; else echo "SKIP Docker benchmarks: no engine"; fi
+
+# The load and fault test at full size (200 groups, 20,000 messages, two
+# SIGKILLs); `make test` runs it at CI size (40 groups, 2,000 messages).
+load: build
+	CLAWPEN_LOAD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run TestLoadAndFaults ./test/load/
 
 clean:
 	rm -rf $(BIN)

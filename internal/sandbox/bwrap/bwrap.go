@@ -186,21 +186,41 @@ func (b *Backend) Check(ctx context.Context) error {
 	for _, d := range b.host.rootBinds {
 		args = append(args, "--ro-bind", d, d)
 	}
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true")
+	// --info-fd names the namespace init, which bwrap leaves to us to reap.
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--", "/usr/bin/true")
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := b.command(ctx, sandbox.DefaultLimits, args)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("info pipe: %w", err)
+	}
+	defer infoR.Close()
+	cmd.ExtraFiles = []*os.File{infoW}
 	if err := markInheritedCloexec(); err != nil {
+		infoW.Close()
 		return err
 	}
 	if n, err := countUserProcesses(b.uid); err == nil && n > sandbox.DefaultLimits.Pids/2 {
 		b.log.Warn("the sandbox user already runs many processes; RLIMIT_NPROC counts them too, so sandboxes may fail to fork: use a dedicated user",
 			"uid", b.uid, "processes", n, "pids_limit", sandbox.DefaultLimits.Pids)
 	}
-	if err := cmd.Run(); err != nil {
+	err = cmd.Start()
+	infoW.Close()
+	if err == nil {
+		ns := watchInit(infoR)
+		err = cmd.Wait()
+		if ns != nil {
+			if ns.killAndWait(reapWait) {
+				ns.reap()
+			}
+			ns.close()
+		}
+	}
+	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		return fmt.Errorf("bubblewrap cannot create a sandbox as uid %d: %s (%w); check that unprivileged user namespaces are enabled "+
 			"(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, and on Ubuntu "+

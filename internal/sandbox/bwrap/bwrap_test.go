@@ -598,3 +598,16 @@ func TestPinnedSourcesBehindClosedDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "staging binds are released after the run")
 }
+
+// Check's trial sandbox leaves no zombie behind either.
+func TestCheckLeavesNoZombie(t *testing.T) {
+	f := newFixture(t, nil)
+	require.NoError(t, f.b.Check(context.Background()))
+	out, err := exec.Command("ps", "-o", "stat=,comm=", "--ppid", strconv.Itoa(os.Getpid())).Output()
+	if err != nil {
+		out = nil // ps exits 1 when there are no children: nothing to find
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		assert.False(t, strings.HasPrefix(line, "Z") && strings.Contains(line, "bwrap"), "zombie child: %q", line)
+	}
+}
