@@ -1,6 +1,12 @@
 // Package bench measures sandbox start-up and host overhead side by side:
 //
-//	go test -run '^$' -bench . -benchtime 200x ./test/bench/
+//	go test -run '^$' -bench 'Fork|Bwrap|Sandbox|HostUpdate' -benchtime 200x ./test/bench/
+//	go test -run '^$' -bench '^BenchmarkInbound$' ./test/bench/
+//	go test -run '^$' -bench 'BinarySize|ServeStartup' -benchtime 5x ./test/bench/
+//	go test -run '^$' -bench ServeInbound -benchtime 1x ./test/bench/
+//
+// (ServeStartup idles 2 s per iteration and ServeInbound pushes 10,000
+// messages per iteration, so they take small counts.)
 //
 // Every figure comes from real processes: fork-exec, raw bwrap, clawpen's bwrap
 // sandbox running the real clawpen-agent, and the real router, queue and runner.
@@ -36,6 +42,7 @@ import (
 
 var (
 	agentBin string
+	binDir   string // holds clawpen-agent, and clawpen once hostBin built it
 	quiet    = slog.New(slog.DiscardHandler)
 )
 
@@ -51,6 +58,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o755)
+	binDir = dir
 	agentBin = filepath.Join(dir, "clawpen-agent")
 	cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/clawpen-agent")
 	cmd.Dir = "../.."
