@@ -274,11 +274,15 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	defer st.Close()
 
 	// Sockets of invocations that a crash left behind; their sandboxes died with us.
-	if err := os.RemoveAll(runner.SocketsDir(cfg.DataDir)); err != nil {
-		return fmt.Errorf("remove stale sockets: %w", err)
+	// (OpenStore made the directory.)
+	stale, err := os.ReadDir(runner.SocketsDir(cfg.DataDir))
+	if err != nil {
+		return fmt.Errorf("list stale sockets: %w", err)
 	}
-	if err := prepareDataDir(cfg.DataDir); err != nil {
-		return err
+	for _, e := range stale {
+		if err := os.RemoveAll(filepath.Join(runner.SocketsDir(cfg.DataDir), e.Name())); err != nil {
+			return fmt.Errorf("remove stale sockets: %w", err)
+		}
 	}
 
 	mountPolicy := NewMountPolicy(cfg, log)

@@ -13,6 +13,7 @@ import (
 	"github.com/clawpen/clawpen/internal/doctor"
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
+	"github.com/clawpen/clawpen/internal/sandbox/docker"
 )
 
 // Doctor checks everything `clawpen serve` needs and how to fix what is missing.
@@ -72,22 +73,25 @@ func Doctor(ctx context.Context, cfg config.Config, log *slog.Logger) []doctor.F
 		}
 	}
 
-	engine, image, detail := doctor.DockerImage(ctx, "/var/run/docker.sock", cfg.AgentImage)
-	dockerStatus := doctor.Warn
-	if engine && image {
-		dockerStatus = doctor.OK
-	} else if cfg.Sandbox == "docker" {
-		dockerStatus = doctor.Fail
+	// The same engine client and image check as serve uses.
+	dockerOK := false
+	d, err := docker.New(ctx, docker.Config{Image: cfg.AgentImage, Logger: slog.New(slog.DiscardHandler)})
+	switch {
+	case err != nil:
+		add("docker", dockerStatus(cfg, false), "no Docker engine: "+err.Error(), "install Docker (apt-get install docker.io) and start it, or use bwrap")
+	default:
+		if err := d.Check(ctx); err != nil {
+			add("docker", dockerStatus(cfg, false), err.Error(), "build the agent image: make image")
+		} else {
+			dockerOK = true
+			add("docker", doctor.OK, "engine answers; image "+cfg.AgentImage+" present", "")
+		}
+		_ = d.Close()
 	}
-	fix := "install Docker (apt-get install docker.io) and start it"
-	if engine {
-		fix = "build the agent image: make image"
-	}
-	add("docker", dockerStatus, detail, fix)
-	if cfg.Sandbox == "bwrap" && !bwrapOK {
+	switch {
+	case cfg.Sandbox == "bwrap" && !bwrapOK:
 		add("sandbox", doctor.Fail, "CLAWPEN_SANDBOX=bwrap but bubblewrap does not work here", "fix the bwrap finding above")
-	}
-	if cfg.Sandbox == "auto" && !bwrapOK {
+	case cfg.Sandbox == "auto" && !bwrapOK && !dockerOK:
 		add("sandbox", doctor.Fail, "no working sandbox backend: agents will not run", "fix the findings above (agent, bwrap, docker)")
 	}
 
@@ -154,4 +158,16 @@ func allowlistFinding(cfg config.Config, log *slog.Logger) doctor.Finding {
 		f.Status, f.Detail = doctor.OK, p.Status()
 	}
 	return f
+}
+
+// dockerStatus: a Docker problem fails doctor only when Docker is required.
+func dockerStatus(cfg config.Config, ok bool) doctor.Status {
+	switch {
+	case ok:
+		return doctor.OK
+	case cfg.Sandbox == "docker":
+		return doctor.Fail
+	default:
+		return doctor.Warn
+	}
 }

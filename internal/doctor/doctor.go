@@ -3,13 +3,8 @@
 package doctor
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"time"
 )
 
 // Status of one check.
@@ -43,38 +38,4 @@ func Report(w io.Writer, fs []Finding) bool {
 		}
 	}
 	return ok
-}
-
-// DockerImage asks the Docker engine at socketPath whether it answers and
-// whether image exists. It speaks the Engine API directly so doctor works
-// whatever the backend.
-func DockerImage(ctx context.Context, socketPath, image string) (engine, hasImage bool, detail string) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socketPath)
-	}}}
-	get := func(path string) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, nil
-	}
-	code, err := get("/_ping")
-	if err != nil || code != http.StatusOK {
-		return false, false, fmt.Sprintf("no Docker engine at %s", socketPath)
-	}
-	code, err = get("/images/" + url.PathEscape(image) + "/json")
-	if err != nil || code != http.StatusOK {
-		return true, false, fmt.Sprintf("engine answers; image %s not found", image)
-	}
-	return true, true, fmt.Sprintf("engine answers; image %s present", image)
 }
