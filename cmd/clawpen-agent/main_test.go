@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/job"
-	"github.com/clawpen/clawpen/test/fakellm"
+	"github.com/clawpen/clawpen/internal/fakellm"
 )
 
 // parseEvents decodes stdout lines with the host's parser.

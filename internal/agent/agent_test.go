@@ -19,7 +19,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/agent"
 	"github.com/clawpen/clawpen/internal/job"
-	"github.com/clawpen/clawpen/test/fakellm"
+	"github.com/clawpen/clawpen/internal/fakellm"
 )
 
 // env is a fake host: a unix socket serving the fake provider on /v1/ and a

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/markup"
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 const testToken = "4242:SECRET-token-value"

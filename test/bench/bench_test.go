@@ -36,8 +36,8 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
-	"github.com/clawpen/clawpen/test/fakellm"
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 var (

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/clawpen/clawpen/internal/store"
-	"github.com/clawpen/clawpen/test/fakellm"
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 // hostOnce builds clawpen (with cgo, for SQLite) beside clawpen-agent, only

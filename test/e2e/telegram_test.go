@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/test/harness"
 )
 

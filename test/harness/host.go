@@ -16,8 +16,8 @@ import (
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/store"
-	"github.com/clawpen/clawpen/test/fakellm"
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 // Wait bounds every wait for the host (an answer, a log line).

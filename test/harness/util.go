@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/clawpen/clawpen/test/fakellm"
-	"github.com/clawpen/clawpen/test/faketg"
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 // Texts are the sent messages' texts as a person reads them.

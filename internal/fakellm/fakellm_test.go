@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/test/fakellm"
+	"github.com/clawpen/clawpen/internal/fakellm"
 )
 
 func anthropicClient(srv *fakellm.Server, key string) anthropic.Client {
