@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/agent"
-	"github.com/clawpen/clawpen/internal/job"
 	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/job"
 )
 
 // env is a fake host: a unix socket serving the fake provider on /v1/ and a

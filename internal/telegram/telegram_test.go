@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/markup"
 )
 
 const testToken = "4242:SECRET-token-value"

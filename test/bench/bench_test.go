@@ -28,6 +28,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/queue"
 	"github.com/clawpen/clawpen/internal/router"
@@ -36,8 +38,6 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
-	"github.com/clawpen/clawpen/internal/fakellm"
-	"github.com/clawpen/clawpen/internal/faketg"
 )
 
 var (

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/fakellm"
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/store"
 )
 
 // hostOnce builds clawpen (with cgo, for SQLite) beside clawpen-agent, only

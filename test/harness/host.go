@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/domain"
-	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/fakellm"
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/store"
 )
 
 // Wait bounds every wait for the host (an answer, a log line).

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/test/harness"
 )
 
