@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/internal/job"
 	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/job"
 )
 
 // parseEvents decodes stdout lines with the host's parser.
