@@ -79,6 +79,7 @@ func probeHost() hostLayout {
 type fdLayout struct {
 	etc    []int // one per etcFiles entry
 	info   int
+	block  int // --block-fd: the sandbox waits here until the host has set its limits
 	group  int
 	global int // -1 when no GlobalDir
 	home   int // -1 when no SessionDir
@@ -98,6 +99,7 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 		l.etc = append(l.etc, take())
 	}
 	l.info = take()
+	l.block = take()
 	l.group = take()
 	l.global, l.home, l.socket, l.agent = -1, -1, -1, -1
 	if spec.GlobalDir != "" {
@@ -126,7 +128,7 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 
 // Args is the bubblewrap command line (without the bwrap binary itself) that Run
 // uses for spec. File descriptors from 3 on are referenced in a fixed order (etc
-// data, info, group, global, home, socket, agent, extras); Run opens and passes
+// data, info, block, group, global, home, socket, agent, extras); Run opens and passes
 // them. With no command the agent (or Config.Command) is run. Exported so a
 // benchmark can time clawpen's exact flags.
 func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
@@ -232,7 +234,7 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 
 	// Nothing else may be created at the root once the view is built.
 	a = append(a, "--remount-ro", "/")
-	a = append(a, "--info-fd", fd(fds.info), "--chdir", sandbox.GroupPath, "--")
+	a = append(a, "--info-fd", fd(fds.info), "--block-fd", fd(fds.block), "--chdir", sandbox.GroupPath, "--")
 	if len(command) == 0 {
 		command = b.defaultCommand()
 	}

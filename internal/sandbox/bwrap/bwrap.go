@@ -3,8 +3,9 @@
 //
 // Limits: wall time and output size are enforced by the host; memory (RLIMIT_AS),
 // process count (RLIMIT_NPROC), file size, open files and core dumps are rlimits
-// set through prlimit(1) before bwrap starts, because cgroups are not available
-// to an unprivileged user on every host. RLIMIT_NPROC is counted per user
+// the host sets with prlimit(2) on bwrap's namespace init while it waits on
+// --block-fd, before the command is forked (see release), because cgroups are
+// not available to an unprivileged user on every host. RLIMIT_NPROC is counted per user
 // namespace (Linux ≥ 5.14), but the limit is also applied to the run-as user's
 // total across its sandboxes, so concurrent sandboxes of the same user share it:
 // run bwrap as a dedicated user. RLIMIT_AS is per process and counts address
@@ -79,16 +80,17 @@ type Config struct {
 type Backend struct {
 	cfg        Config
 	bwrap      string
-	prlimit    string
 	uid, gid   int  // run-as user
 	switchUser bool // the host is root: start bwrap with Credential{uid, gid}
 	host       hostLayout
 	log        *slog.Logger
 	afterOpen  func()    // test hook: runs after the bind sources are opened
 	sawInit    func(int) // test hook: the host pid of the namespace init
+	// test hook: runs before the limits are set; an error fails the release
+	beforeRelease func() error
 }
 
-// New validates cfg: bwrap, prlimit and the agent binary must exist, and the
+// New validates cfg: bwrap and the agent binary must exist, and the
 // run-as user must not be root.
 func New(cfg Config) (*Backend, error) {
 	b := &Backend{cfg: cfg, log: cfg.Logger}
@@ -104,9 +106,6 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("bubblewrap not found (%s): install it (apt-get install bubblewrap) or set the bwrap path: %w", name, err)
 	}
 	b.bwrap = p
-	if b.prlimit, err = exec.LookPath("prlimit"); err != nil {
-		return nil, fmt.Errorf("prlimit not found: it sets the sandbox's memory and process limits; install util-linux: %w", err)
-	}
 
 	hostUID, hostGID := os.Getuid(), os.Getgid()
 	switch {
@@ -186,12 +185,13 @@ func (b *Backend) Check(ctx context.Context) error {
 	for _, d := range b.host.rootBinds {
 		args = append(args, "--ro-bind", d, d)
 	}
-	// --info-fd names the namespace init, which bwrap leaves to us to reap.
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--", "/usr/bin/true")
+	// --info-fd names the namespace init, which bwrap leaves to us to reap
+	// and which waits on --block-fd until its limits are set, as in Run.
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--block-fd", "4", "--", "/usr/bin/true")
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := b.command(ctx, sandbox.DefaultLimits, args)
+	cmd := b.command(ctx, args)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	infoR, infoW, err := os.Pipe()
@@ -199,9 +199,16 @@ func (b *Backend) Check(ctx context.Context) error {
 		return fmt.Errorf("info pipe: %w", err)
 	}
 	defer infoR.Close()
-	cmd.ExtraFiles = []*os.File{infoW}
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		infoW.Close()
+		return fmt.Errorf("block pipe: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{infoW, blockR}
 	if err := markInheritedCloexec(); err != nil {
 		infoW.Close()
+		blockR.Close()
+		blockW.Close()
 		return err
 	}
 	if n, err := countUserProcesses(b.uid); err == nil && n > sandbox.DefaultLimits.Pids/2 {
@@ -210,9 +217,19 @@ func (b *Backend) Check(ctx context.Context) error {
 	}
 	err = cmd.Start()
 	infoW.Close()
+	blockR.Close()
 	if err == nil {
 		ns := watchInit(infoR)
-		err = cmd.Wait()
+		if ns != nil {
+			if rerr := b.release(ns, sandbox.DefaultLimits, blockW); rerr != nil {
+				_ = unix.PidfdSendSignal(ns.pidfd, unix.SIGKILL, nil, 0)
+				err = rerr
+			}
+		}
+		blockW.Close()
+		if werr := cmd.Wait(); err == nil {
+			err = werr
+		}
 		if ns != nil {
 			if ns.killAndWait(reapWait) {
 				ns.reap()
@@ -229,27 +246,11 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-// command builds "prlimit <limits> -- bwrap <args>" started as the run-as user
-// in its own process group.
-func (b *Backend) command(ctx context.Context, lim sandbox.Limits, bwrapArgs []string) *exec.Cmd {
-	fsize := b.cfg.FileSizeBytes
-	if fsize <= 0 {
-		fsize = DefaultFileSizeBytes
-	}
-	nofile := b.cfg.OpenFiles
-	if nofile <= 0 {
-		nofile = DefaultOpenFiles
-	}
-	args := []string{
-		"--nproc=" + strconv.Itoa(lim.Pids),
-		"--as=" + strconv.FormatInt(lim.MemoryBytes, 10),
-		"--fsize=" + strconv.FormatInt(fsize, 10),
-		"--nofile=" + strconv.Itoa(nofile),
-		"--core=0",
-		"--", b.bwrap,
-	}
-	cmd := exec.CommandContext(ctx, b.prlimit, append(args, bwrapArgs...)...)
-	cmd.Env = []string{} // bwrap gets --clearenv anyway; give prlimit nothing either
+// command builds "bwrap <args>" started as the run-as user in its own
+// process group.
+func (b *Backend) command(ctx context.Context, bwrapArgs []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, b.bwrap, bwrapArgs...)
+	cmd.Env = []string{} // bwrap gets --clearenv anyway
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if b.switchUser {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.gid), Groups: []uint32{}}
@@ -314,11 +315,16 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	cmd := b.command(runCtx, lim, p.args)
+	cmd := b.command(runCtx, p.args)
 	k := &killer{cmd: cmd}
 	cmd.Cancel = k.kill
 	cmd.ExtraFiles = p.files
-	cmd.Stdin = bytes.NewReader(spec.Stdin)
+	// The job is written only once the limits are set: should the host die
+	// before, the sandbox reads no job and does nothing.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return res, fmt.Errorf("stdin pipe: %w", err)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return res, fmt.Errorf("stdout pipe: %w", err)
@@ -343,18 +349,6 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group, "pid", cmd.Process.Pid)
 	log.Debug("sandbox started")
 
-	nsInit := make(chan *nsProcess, 1)
-	go func() {
-		ns := watchInit(p.info)
-		k.ns.Store(ns)
-		nsInit <- ns
-		// A kill requested before the namespace existed went to the process
-		// group; make sure it reaches the namespace too.
-		if ns != nil && (runCtx.Err() != nil) {
-			_ = k.kill()
-		}
-	}()
-
 	// OnLimit runs in a goroutine; limitKilled lets the kill finish before bwrap
 	// is reaped and the pidfd closed, so it cannot hit a reused pid or fd.
 	limitKilled := make(chan struct{})
@@ -368,6 +362,29 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	wg.Add(2)
 	go func() { defer wg.Done(); _, _ = io.Copy(out, stdout) }()
 	go func() { defer wg.Done(); _, _ = io.Copy(tail, stderr) }()
+
+	// bwrap reports the namespace init right after cloning it (or exits,
+	// closing the pipe, when it fails before).
+	ns := watchInit(p.info)
+	k.ns.Store(ns)
+	var setupErr error
+	switch {
+	case ns == nil:
+	case runCtx.Err() != nil:
+		// A kill requested before the namespace existed went to the process
+		// group; make sure it reaches the namespace too.
+		_ = k.kill()
+	default:
+		if err := b.release(ns, lim, p.block); err != nil {
+			setupErr = err
+			_ = k.kill()
+		} else {
+			go func() {
+				_, _ = stdin.Write(spec.Stdin)
+				_ = stdin.Close()
+			}()
+		}
+	}
 	wg.Wait()
 	// Truncated is set by the same Write that started OnLimit, and that Write
 	// has returned by now.
@@ -378,7 +395,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	res.Duration = time.Since(start)
 
 	// bwrap is reaped; make sure its PID namespace is empty before returning.
-	if ns := <-nsInit; ns != nil {
+	if ns != nil {
 		if b.sawInit != nil {
 			b.sawInit(ns.pid)
 		}
@@ -401,6 +418,9 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
+	}
+	if setupErr != nil {
+		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, setupErr)
 	}
 	if waitErr != nil && cmd.ProcessState == nil {
 		return res, fmt.Errorf("wait for bwrap: %w", waitErr)
@@ -529,4 +549,25 @@ func (b *Backend) reachableUnlessPinned(what, hostPath string) error {
 		return nil
 	}
 	return b.reachable(what, hostPath)
+}
+
+// RawCommand is bwrap with exactly Run's command line and descriptors for
+// spec, without Run's work around it (limits, output cap, namespace reaping):
+// the baseline `clawpen bench` compares Run against. The namespace init does
+// not wait for limits (its --block-fd is closed at once). The caller runs the
+// command, reaps the namespace init bwrap leaves behind, then calls done.
+func (b *Backend) RawCommand(spec sandbox.Spec, command ...string) (cmd *exec.Cmd, done func(), err error) {
+	p, err := b.prepare(spec, command)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = p.block.Close()
+	p.block = nil
+	cmd = exec.Command(b.bwrap, p.args...)
+	cmd.Env = []string{}
+	cmd.ExtraFiles = p.files
+	if b.switchUser {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.gid), Groups: []uint32{}}}
+	}
+	return cmd, p.close, nil
 }

@@ -481,14 +481,15 @@ func TestArgs(t *testing.T) {
 		"--ro-bind-data 3 /etc/passwd",
 		"--size 1234 --perms 1777 --tmpfs /tmp",
 		"--info-fd 7",
-		"--bind-fd 8 /workspace/group",
-		"--ro-bind-fd 9 /workspace/global",
-		"--bind-fd 10 /home/agent",
-		"--bind-fd 11 /run/clawpen/host.sock",
-		"--ro-bind-fd 12 /opt/clawpen/bin/clawpen-agent",
-		"--ro-bind-fd 13 /workspace/extra/x",
-		"--bind-fd 14 /workspace/extra/y",
-		"--remount-ro / --info-fd 7 --chdir /workspace/group -- /bin/true",
+		"--block-fd 8",
+		"--bind-fd 9 /workspace/group",
+		"--ro-bind-fd 10 /workspace/global",
+		"--bind-fd 11 /home/agent",
+		"--bind-fd 12 /run/clawpen/host.sock",
+		"--ro-bind-fd 13 /opt/clawpen/bin/clawpen-agent",
+		"--ro-bind-fd 14 /workspace/extra/x",
+		"--bind-fd 15 /workspace/extra/y",
+		"--remount-ro / --info-fd 7 --block-fd 8 --chdir /workspace/group -- /bin/true",
 	} {
 		assert.Contains(t, args, want)
 	}
@@ -500,7 +501,7 @@ func TestArgs(t *testing.T) {
 	}
 
 	spec.GlobalWritable = true
-	assert.Contains(t, strings.Join(b.Args(spec), " "), "--bind-fd 9 /workspace/global")
+	assert.Contains(t, strings.Join(b.Args(spec), " "), "--bind-fd 10 /workspace/global")
 	assert.True(t, strings.HasSuffix(strings.Join(b.Args(spec), " "), "-- "+AgentPath))
 }
 

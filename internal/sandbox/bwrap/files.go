@@ -20,6 +20,7 @@ type prepared struct {
 	args  []string
 	files []*os.File // ExtraFiles: files[i] is fd 3+i in bwrap
 	info  *os.File   // read end of the --info-fd pipe
+	block *os.File   // write end of the --block-fd pipe
 	pins  *pin.Set   // staging binds of the sources, when pinning
 }
 
@@ -32,6 +33,11 @@ func (p *prepared) close() {
 	}
 	if p.info != nil {
 		_ = p.info.Close()
+	}
+	// Only reached once the sandbox was released or killed: a sandbox that
+	// saw EOF here would go on without its limits.
+	if p.block != nil {
+		_ = p.block.Close()
 	}
 	p.pins.Release()
 }
@@ -64,6 +70,12 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	}
 	p.info = infoR
 	p.files = append(p.files, infoW)
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("block pipe: %w", err)
+	}
+	p.block = blockW
+	p.files = append(p.files, blockR)
 
 	if b.pinning() {
 		if p.pins, err = pin.NewSet(b.cfg.PinDir, spec.InvocationID); err != nil {

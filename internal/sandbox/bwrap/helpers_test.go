@@ -34,9 +34,6 @@ func requireBwrap(t testing.TB) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bwrap not installed")
 	}
-	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("prlimit not installed")
-	}
 }
 
 // dedicatedUser gives a test its own run-as uid (root only), so process counts
