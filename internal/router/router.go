@@ -429,15 +429,18 @@ func (r *Router) typing(ctx context.Context, chatID int64, thread int) func() {
 	return func() { cancel(); <-done }
 }
 
-// RecoverPending wakes every group that may have unanswered messages, after a restart.
+// RecoverPending wakes, after a restart, the groups holding triggered
+// messages after their cursor: only those have work (Pending does nothing for
+// the others), and waking all of them would start one queue worker per
+// registered group (10,000 groups: ~20 MB of goroutines and a slow start).
 func (r *Router) RecoverPending(ctx context.Context) error {
-	groups, err := r.cfg.Store.ListGroups(ctx)
+	folders, err := r.cfg.Store.FoldersWithUnanswered(ctx)
 	if err != nil {
-		return fmt.Errorf("list groups: %w", err)
+		return fmt.Errorf("recover pending groups: %w", err)
 	}
-	for _, g := range groups {
+	for _, f := range folders {
 		if r.cfg.Kick != nil {
-			r.cfg.Kick(g.Folder)
+			r.cfg.Kick(f)
 		}
 	}
 	r.WakeDelivery()

@@ -188,3 +188,31 @@ func (s *Store) SetSession(ctx context.Context, folder, sessionID string) error 
 	}
 	return nil
 }
+
+// FoldersWithUnanswered lists the folders of registered groups that hold a
+// triggered message after their cursor: the groups a restarted host must run.
+func (s *Store) FoldersWithUnanswered(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT g.folder FROM "groups" g
+		WHERE EXISTS (
+			SELECT 1 FROM messages m
+			WHERE m.chat_id = g.chat_id AND m.triggered = 1
+			  AND m.seq > COALESCE((SELECT c.seq FROM cursors c WHERE c.folder = g.folder), 0))
+		ORDER BY g.folder`)
+	if err != nil {
+		return nil, fmt.Errorf("groups with unanswered messages: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, fmt.Errorf("groups with unanswered messages: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("groups with unanswered messages: %w", err)
+	}
+	return out, nil
+}

@@ -885,3 +885,36 @@ func TestUpdateTask(t *testing.T) {
 	assert.ErrorIs(t, s.UpdateTask(ctx, domain.Task{ID: 999, Prompt: "x", ScheduleType: "once", ContextMode: "group"}), ErrNotFound)
 	assert.Error(t, s.UpdateTask(ctx, domain.Task{ID: created.ID, Prompt: "x", ScheduleType: "weekly", ContextMode: "group"}))
 }
+
+func TestFoldersWithUnanswered(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	add := func(chat, id int64, triggered bool) int64 {
+		seq, _, err := s.AddMessage(ctx, domain.Message{ChatID: chat, MessageID: id, Text: "m", Time: time.Now(), Triggered: triggered})
+		require.NoError(t, err)
+		return seq
+	}
+	for i, folder := range []string{"answered", "chatter", "fresh", "waiting"} {
+		require.NoError(t, s.PutGroup(ctx, domain.Group{ChatID: -int64(i + 1), Name: folder, Folder: folder}))
+	}
+	// answered (-1): its triggered message is at or before the cursor.
+	seq := add(-1, 1, true)
+	add(-1, 2, false)
+	_, err := s.CompleteRun(ctx, "answered", seq, nil)
+	require.NoError(t, err)
+	// chatter (-2): only untriggered messages after the cursor.
+	add(-2, 1, false)
+	// fresh (-3): a triggered message and no cursor yet.
+	add(-3, 1, true)
+	// waiting (-4): answered once, triggered again since.
+	seq = add(-4, 1, true)
+	_, err = s.CompleteRun(ctx, "waiting", seq, nil)
+	require.NoError(t, err)
+	add(-4, 2, true)
+	// An unregistered chat's triggered message names no folder.
+	add(-99, 1, true)
+
+	got, err := s.FoldersWithUnanswered(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fresh", "waiting"}, got)
+}

@@ -1,0 +1,3 @@
+-- Triggered messages per chat, for finding the groups with unanswered
+-- messages at start without reading every group's backlog.
+CREATE INDEX messages_triggered ON messages (chat_id, seq) WHERE triggered = 1;
