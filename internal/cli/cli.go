@@ -43,6 +43,8 @@ Usage:
   clawpen tasks pause|resume|cancel <id>
   clawpen tasks runs <id>              the run log of a task
   clawpen image build                  build the Docker agent image (container/Dockerfile)
+  clawpen bench [--json] [--quick] [--runs N] [--only sandbox,overhead,...]
+                                       measure sandbox start, host overhead, throughput, footprint
   clawpen version
 `
 
@@ -55,6 +57,12 @@ func Run(args []string, version string, stdout, stderr io.Writer) int {
 	if err := config.LoadDotEnv(".env"); err != nil {
 		fmt.Fprintln(stderr, "clawpen:", err)
 		return 1
+	}
+	if args[0] == "bench" {
+		// Before the configuration: bench brings its own fakes, needs no token.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	}
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {

@@ -64,9 +64,10 @@ type SentMessage struct {
 
 // ChatAction is one accepted sendChatAction call.
 type ChatAction struct {
-	ChatID   int64  `json:"chat_id"`
-	ThreadID int    `json:"message_thread_id,omitempty"`
-	Action   string `json:"action"`
+	ChatID   int64     `json:"chat_id"`
+	ThreadID int       `json:"message_thread_id,omitempty"`
+	Action   string    `json:"action"`
+	Time     time.Time `json:"time"` // when it was accepted (the load test times runs by it)
 }
 
 // Command is one bot command set by setMyCommands.
@@ -76,8 +77,9 @@ type Command struct {
 }
 
 type update struct {
-	id  int64
-	raw json.RawMessage
+	id     int64
+	raw    json.RawMessage
+	handed bool // already in a getUpdates answer (see WithHandOut)
 }
 
 // Server is the fake. All methods are safe for concurrent use.
@@ -108,6 +110,7 @@ type Server struct {
 	failCode     int
 	failRetry    int
 	dropN        int
+	handOut      func(updateID int64, at time.Time)
 }
 
 // Option configures a Server.
@@ -119,6 +122,13 @@ func WithBot(id int64, username string) Option {
 		s.bot.ID = id
 		s.bot.Username = username
 	}
+}
+
+// WithHandOut calls f the first time each update goes out in a getUpdates
+// answer, with the time just before the answer is written: benchmarks start
+// their clock there, where Telegram would hand the update to the bot.
+func WithHandOut(f func(updateID int64, at time.Time)) Option {
+	return func(s *Server) { s.handOut = f }
 }
 
 // WithToken makes the server answer 401 Unauthorized to any other token.
@@ -323,14 +333,26 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p params) {
 			}
 		}
 		var result []json.RawMessage
-		for _, u := range s.updates {
+		var fresh []int64
+		for i := range s.updates {
 			if int64(len(result)) >= limit {
 				break
 			}
-			result = append(result, u.raw)
+			result = append(result, s.updates[i].raw)
+			if !s.updates[i].handed {
+				s.updates[i].handed = true
+				fresh = append(fresh, s.updates[i].id)
+			}
 		}
 		changed := s.changed
+		handOut := s.handOut
 		s.mu.Unlock()
+		if handOut != nil {
+			at := time.Now()
+			for _, id := range fresh {
+				handOut(id, at)
+			}
+		}
 		if len(result) > 0 || timeout <= 0 {
 			if result == nil {
 				result = []json.RawMessage{}
@@ -465,7 +487,7 @@ func (s *Server) sendChatAction(w http.ResponseWriter, p params) {
 		return
 	}
 	s.mu.Lock()
-	s.actions = append(s.actions, ChatAction{ChatID: chatID, ThreadID: int(thread), Action: action})
+	s.actions = append(s.actions, ChatAction{ChatID: chatID, ThreadID: int(thread), Action: action, Time: time.Now()})
 	s.notifyLocked()
 	s.mu.Unlock()
 	writeResult(w, true)

@@ -1,309 +1,231 @@
-// Package bench measures sandbox start-up and host overhead side by side:
-//
-//	go test -run '^$' -bench 'Fork|Bwrap|Sandbox|HostUpdate' -benchtime 200x ./test/bench/
-//	go test -run '^$' -bench '^BenchmarkInbound$' ./test/bench/
-//	go test -run '^$' -bench 'BinarySize|ServeStartup' -benchtime 5x ./test/bench/
-//	go test -run '^$' -bench ServeInbound -benchtime 1x ./test/bench/
-//
-// (ServeStartup idles 2 s per iteration and ServeInbound pushes 10,000
-// messages per iteration, so they take small counts.)
-//
-// Every figure comes from real processes: fork-exec, raw bwrap, clawpen's bwrap
-// sandbox running the real clawpen-agent, and the real router, queue and runner.
+// Package bench checks `clawpen bench`: the built binary, run as an operator
+// would (no .env, no token), must measure every row of every section. The
+// figures themselves are reported, never asserted.
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sync"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/clawpen/clawpen/internal/fakellm"
-	"github.com/clawpen/clawpen/internal/faketg"
-	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/queue"
-	"github.com/clawpen/clawpen/internal/router"
-	"github.com/clawpen/clawpen/internal/runner"
-	"github.com/clawpen/clawpen/internal/sandbox"
-	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
-	"github.com/clawpen/clawpen/internal/store"
-	"github.com/clawpen/clawpen/internal/telegram"
+	"github.com/clawpen/clawpen/internal/bench"
+	"github.com/clawpen/clawpen/internal/config"
 )
 
-var (
-	agentBin string
-	binDir   string // holds clawpen-agent, and clawpen once hostBin built it
-	quiet    = slog.New(slog.DiscardHandler)
-)
+// binDir holds clawpen and clawpen-agent side by side, as `make build` does.
+var binDir string
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	// Orphaned sandbox inits come to us, not to a slow PID 1 (see reapOrphans).
-	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	dir, err := os.MkdirTemp("", "clawpen-bench-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o755)
+	_ = os.Chmod(dir, 0o755) // the sandbox user runs the agent from here
 	binDir = dir
-	agentBin = filepath.Join(dir, "clawpen-agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/clawpen-agent")
-	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
-		return 1
+	for _, b := range []struct{ pkg, cgo string }{{"clawpen", "1"}, {"clawpen-agent", "0"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.pkg), "./cmd/"+b.pkg)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }
 
-// workspace makes the directories one group's sandbox binds, owned by the sandbox user.
-func workspace(b *testing.B) (root string, uid, gid int) {
-	b.Helper()
-	root, err := os.MkdirTemp("", "clawpen-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(root) })
-	_ = os.Chmod(root, 0o755)
-	uid, gid = -1, -1
-	if os.Geteuid() == 0 {
-		uid, gid = sandbox.UID, sandbox.GID
-	}
-	for _, d := range []string{"groups/main", "groups/global", "data/sessions/main", "data/sockets"} {
-		p := filepath.Join(root, d)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if uid >= 0 {
-			_ = os.Chown(p, uid, gid)
-		}
-	}
-	return root, uid, gid
+// want is one row the report must hold.
+type want struct {
+	name, ratioTo string
+	target        bool // carries a target and whether it is met
+	docker        bool // may be skipped, with a reason, when Docker cannot run
+	root          bool // may be skipped, with a reason, when not root
 }
 
-func spec(root string) sandbox.Spec {
-	return sandbox.Spec{
-		InvocationID: "bench", Group: "main", IsMain: true,
-		GroupDir: filepath.Join(root, "groups/main"), GlobalDir: filepath.Join(root, "groups/global"), GlobalWritable: true,
-		SessionDir: filepath.Join(root, "data/sessions/main"),
-		Env:        map[string]string{"LANG": "C.UTF-8"}, Limits: sandbox.DefaultLimits,
-	}
+var wantSections = map[string][]want{
+	"sandbox start": {
+		{name: "fork-exec /bin/true"},
+		{name: "raw bwrap /bin/true"},
+		{name: "raw bwrap, minimal view, /bin/true", ratioTo: "raw bwrap /bin/true"},
+		{name: "clawpen bwrap /bin/true", ratioTo: "raw bwrap /bin/true"},
+		{name: "clawpen bwrap agent-ready", ratioTo: "raw bwrap /bin/true", target: true},
+		{name: "clawpen bwrap agent-ready, pinned", ratioTo: "raw bwrap /bin/true", root: true},
+		{name: "docker run --rm (CLI)", docker: true},
+		{name: "docker Go client create→start→wait→remove", ratioTo: "docker run --rm (CLI)", docker: true},
+		{name: "clawpen docker agent-ready", ratioTo: "docker run --rm (CLI)", docker: true},
+	},
+	"host overhead": {
+		{name: "update received → sandbox start", target: true},
+		{name: "agent result → sendMessage", target: true},
+	},
 }
 
-// BenchmarkForkExecTrue is the floor: starting any process at all.
-func BenchmarkForkExecTrue(b *testing.B) {
-	var lat []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if err := exec.Command("/bin/true").Run(); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	report(b, lat, "true")
-}
-
-// BenchmarkRawBwrapTrue runs bwrap itself, as the sandbox user, with
-// clawpen's namespace and capability flags and a minimal view, running /bin/true.
-func BenchmarkRawBwrapTrue(b *testing.B) {
-	_, uid, gid := workspace(b)
-	args := []string{"--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-		"--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--clearenv",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-		"--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--", "/bin/true"}
-	var lat []time.Duration
-	for b.Loop() {
-		cmd := exec.Command("bwrap", args...)
-		if uid >= 0 {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}}
-		}
-		start := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bwrap: %v: %s", err, out)
-		}
-		lat = append(lat, time.Since(start))
-		reapOrphans()
-	}
-	report(b, lat, "true")
-}
-
-// reapOrphans collects bwrap's namespace inits, which bwrap leaves to be
-// reparented (to this process, a subreaper). Nothing else runs meanwhile.
-func reapOrphans() {
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			return
-		}
-	}
-}
-
-// BenchmarkSandboxTrue is clawpen's whole bwrap sandbox (limits, fds,
-// synthesised /etc, binds) running /bin/true instead of the agent.
-func BenchmarkSandboxTrue(b *testing.B) {
-	root, uid, gid := workspace(b)
-	be, err := bwrap.New(bwrap.Config{AgentBin: agentBin, RunAsUID: uid, RunAsGID: gid, Command: []string{"/bin/true"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sp := spec(root)
-	sp.Stdout = io.Discard
-	var lat []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		res, err := be.Run(context.Background(), sp)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("run: %v %+v", err, res)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	report(b, lat, "true")
-}
-
-// firstByte records when the agent's first output byte arrived.
-type firstByte struct {
-	once sync.Once
-	at   time.Time
-}
-
-func (f *firstByte) Write(p []byte) (int, error) {
-	f.once.Do(func() { f.at = time.Now() })
-	return len(p), nil
-}
-
-// BenchmarkSandboxAgentReady is clawpen's sandbox start to the agent's first
-// output line ("ready"), through the full backend (limits, fds, namespaces).
-func BenchmarkSandboxAgentReady(b *testing.B) { benchAgentReady(b, false) }
-
-// BenchmarkSandboxAgentReadyPinned is the same as a root host runs it: every
-// bind source pinned under a staging directory first.
-func BenchmarkSandboxAgentReadyPinned(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("pinning needs root")
-	}
-	benchAgentReady(b, true)
-}
-
-func benchAgentReady(b *testing.B, pinned bool) {
-	root, uid, gid := workspace(b)
-	cfg := bwrap.Config{AgentBin: agentBin, RunAsUID: uid, RunAsGID: gid}
-	if pinned {
-		cfg.PinDir = filepath.Join(root, "pins")
-	}
-	be, err := bwrap.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var lat []time.Duration
-	for b.Loop() {
-		fb := &firstByte{}
-		sp := spec(root)
-		sp.Stdout = fb
-		sp.Stdin = []byte("{}") // invalid job: the agent says ready, then refuses it and exits
-		start := time.Now()
-		if _, err := be.Run(context.Background(), sp); err != nil {
-			b.Fatal(err)
-		}
-		if fb.at.IsZero() {
-			b.Fatal("agent printed nothing")
-		}
-		lat = append(lat, fb.at.Sub(start))
-	}
-	report(b, lat, "ready")
-}
-
-// timed wraps the real backend and records when the runner asked for a sandbox.
-type timed struct {
-	runner.Sandbox
-	started chan time.Time
-}
-
-func (t timed) Run(ctx context.Context, sp sandbox.Spec) (sandbox.Result, error) {
-	t.started <- time.Now()
-	return t.Sandbox.Run(ctx, sp)
-}
-
-// BenchmarkHostUpdateToSandboxStart is the host's own handling time: from a
-// Telegram message handed to the router to the sandbox start call (store,
-// trigger, queue, socket and job preparation), with the real bwrap sandbox
-// then running the real agent against the fake model.
-func BenchmarkHostUpdateToSandboxStart(b *testing.B) {
-	root, uid, gid := workspace(b)
-	ctx, cancel := context.WithCancel(context.Background())
+func TestBenchQuickJSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	tg := faketg.New()
-	defer tg.Close()
-	llm := fakellm.New()
-	defer llm.Close()
-	tc, err := telegram.New(ctx, telegram.Config{Token: "1:x", APIURL: tg.URL(), Pacing: telegram.Pacing{PerChatInterval: -1, GroupPerMinute: -1, GlobalPerSecond: -1}})
-	if err != nil {
-		b.Fatal(err)
+	work := t.TempDir() // no .env here: bench must not need one
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "clawpen"), "bench", "--quick", "--json", "--only", "sandbox,overhead")
+	cmd.Dir = work
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}
+	image := os.Getenv("CLAWPEN_AGENT_IMAGE")
+	if image != "" {
+		cmd.Env = append(cmd.Env, "CLAWPEN_AGENT_IMAGE="+image)
+	} else {
+		image = config.DefaultAgentImage
 	}
-	st, err := store.Open(ctx, filepath.Join(root, "data", "clawpen.db"))
-	if err != nil {
-		b.Fatal(err)
+	for _, k := range []string{"DOCKER_HOST", "DOCKER_API_VERSION"} {
+		if v := os.Getenv(k); v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 	}
-	defer st.Close()
-	be, err := bwrap.New(bwrap.Config{AgentBin: agentBin, RunAsUID: uid, RunAsGID: gid})
-	if err != nil {
-		b.Fatal(err)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("clawpen bench: %v\nstderr:\n%s", err, stderr.String())
 	}
-	sb := timed{Sandbox: be, started: make(chan time.Time, 1)}
-	run := runner.New(runner.Config{
-		GroupsDir: filepath.Join(root, "groups"), DataDir: filepath.Join(root, "data"), RunAsUID: uid, RunAsGID: gid,
-		AssistantName: "Andy", Provider: "anthropic", Model: "m", Limits: sandbox.DefaultLimits, Logger: quiet,
-		Upstreams: hostsock.Config{Anthropic: hostsock.Upstream{BaseURL: llm.URL(), APIKey: "k"}},
-	}, sb)
-	var q *queue.Queue
-	rt, err := router.New(ctx, router.Config{Store: st, Messenger: tc, Agents: run, Kick: func(g string) { q.Kick(g) },
-		OwnerID: 42, AssistantName: "Andy", GroupsDir: filepath.Join(root, "groups"), Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	q = queue.New(ctx, queue.Config{MaxConcurrent: 1, Pending: rt.Pending})
-	go rt.Deliver(ctx)
+	t.Logf("clawpen bench --quick took %v", time.Since(start).Round(time.Millisecond))
 
-	var lat []time.Duration
-	i := 0
-	for b.Loop() {
-		i++
-		start := time.Now()
-		if err := rt.Handle(ctx, router.Inbound{ChatID: 42, ChatType: "private", MessageID: int64(i), SenderID: 42, SenderName: "o", Text: fmt.Sprint("m", i), Time: start}); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, (<-sb.started).Sub(start))
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		if _, err := tg.WaitSent(wctx, 42, i); err != nil {
-			b.Fatalf("answer %d: %v", i, err)
-		}
-		wcancel()
+	var rep bench.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout.String())
 	}
-	report(b, lat, "handle-to-start")
+	if !rep.Machine.Quick || rep.Machine.CPUs <= 0 {
+		t.Errorf("machine = %+v, want quick and a CPU count", rep.Machine)
+	}
+	dockerWhy := dockerUnavailable(ctx, image)
+	got := map[string]bench.Section{}
+	for _, s := range rep.Sections {
+		got[s.Name] = s
+	}
+	if len(got) != len(wantSections) {
+		t.Errorf("sections %v, want exactly those of --only sandbox,overhead", rep.Sections)
+	}
+	for name, rows := range wantSections {
+		s, ok := got[name]
+		if !ok {
+			t.Errorf("section %q missing", name)
+			continue
+		}
+		if s.Skipped != "" {
+			t.Errorf("section %q skipped: %s", name, s.Skipped)
+			continue
+		}
+		for _, w := range rows {
+			checkRow(t, s, w, dockerWhy)
+		}
+	}
 }
 
-func report(b *testing.B, lat []time.Duration, what string) {
-	if len(lat) == 0 {
+func checkRow(t *testing.T, s bench.Section, w want, dockerWhy string) {
+	t.Helper()
+	var r *bench.Row
+	for i := range s.Rows {
+		if s.Rows[i].Name == w.name {
+			r = &s.Rows[i]
+		}
+	}
+	switch {
+	case r == nil:
+		t.Errorf("%s: row %q missing", s.Name, w.name)
+		return
+	case r.Skipped != "" && w.docker && dockerWhy != "":
+		if !strings.Contains(r.Skipped, " ") {
+			t.Errorf("%s: skipped without a reason: %q", w.name, r.Skipped)
+		}
+		t.Logf("%s skipped (%s; the test saw: %s)", w.name, r.Skipped, dockerWhy)
+		return
+	case r.Skipped != "" && w.root && os.Geteuid() != 0:
+		return
+	case r.Skipped != "":
+		t.Errorf("%s: skipped: %s", w.name, r.Skipped)
 		return
 	}
-	slices.Sort(lat)
-	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(float64(lat[0].Microseconds()), "µs-min-"+what)
-	b.ReportMetric(p(0.5), "µs-p50-"+what)
-	b.ReportMetric(p(0.95), "µs-p95-"+what)
-	b.ReportMetric(p(0.99), "µs-p99-"+what)
+	if r.Runs <= 0 || r.Min <= 0 || r.P50 < r.Min || r.P95 < r.P50 || r.P99 < r.P95 || r.Unit != "ms" {
+		t.Errorf("%s: runs %d, min %v p50 %v p95 %v p99 %v %s: want positive, ordered ms quantiles", w.name, r.Runs, r.Min, r.P50, r.P95, r.P99, r.Unit)
+	}
+	if r.RatioTo != w.ratioTo {
+		t.Errorf("%s: ratio to %q, want %q", w.name, r.RatioTo, w.ratioTo)
+	}
+	if w.ratioTo != "" && r.Ratio <= 0 {
+		t.Errorf("%s: ratio to %q not filled", w.name, w.ratioTo)
+	}
+	if w.target && (r.Target == "" || r.Met == nil) {
+		t.Errorf("%s: no target or no verdict (target %q)", w.name, r.Target)
+	}
+}
+
+// dockerUnavailable says why Docker rows may be skipped here ("" when they may not).
+func dockerUnavailable(ctx context.Context, image string) string {
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		return fmt.Sprintf("docker info: %v: %s", err, bytes.TrimSpace(out))
+	}
+	if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", image).CombinedOutput(); err != nil {
+		return fmt.Sprintf("no image %s: %s", image, bytes.TrimSpace(out))
+	}
+	return ""
+}
+
+// The throughput, footprint and scaling sections run too (small counts):
+// every row holds a figure, and the issue's targets carry a verdict.
+func TestBenchQuickThroughputFootprintScaling(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	work := t.TempDir()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "clawpen"), "bench", "--quick", "--json", "--only", "inbound,footprint,scaling")
+	cmd.Dir = work
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("clawpen bench: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Sections) != 3 {
+		t.Fatalf("%d sections, want inbound, footprint and scaling", len(rep.Sections))
+	}
+	targets := 0
+	for _, s := range rep.Sections {
+		if s.Skipped != "" {
+			t.Errorf("section %q skipped: %s", s.Name, s.Skipped)
+			continue
+		}
+		if len(s.Rows) < 3 {
+			t.Errorf("section %q has %d rows", s.Name, len(s.Rows))
+		}
+		for _, r := range s.Rows {
+			switch {
+			case r.Skipped != "":
+				t.Errorf("%s: %s skipped: %s", s.Name, r.Name, r.Skipped)
+			case r.Runs == 0 && r.Value <= 0:
+				t.Errorf("%s: %s holds no figure", s.Name, r.Name)
+			case r.RatioTo != "" && r.Ratio <= 0:
+				t.Errorf("%s: %s: ratio to %q not filled", s.Name, r.Name, r.RatioTo)
+			}
+			if r.Target != "" {
+				targets++
+				if r.Met == nil {
+					t.Errorf("%s: %s: target %q without a verdict", s.Name, r.Name, r.Target)
+				}
+			}
+		}
+	}
+	// ≥ 2,000 msgs/s, idle RSS < 20 MB, < 40 MB with 1,000 groups.
+	if targets < 3 {
+		t.Errorf("%d rows carry a target, want at least 3", targets)
+	}
 }
