@@ -267,6 +267,17 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err != nil {
 		return err
 	}
+	if cfg.DebugAddr != "" {
+		// Its own context, so an early error return also stops it.
+		dctx, stopDebug := context.WithCancel(ctx)
+		waitDebug, err := startDebug(dctx, cfg.DebugAddr, log)
+		if err != nil {
+			stopDebug()
+			return err
+		}
+		defer waitDebug()
+		defer stopDebug()
+	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return err

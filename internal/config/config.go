@@ -5,6 +5,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,6 +48,10 @@ type Config struct {
 	// values enter sandboxes; PassEnvValues holds them as read at start.
 	PassEnv       []string
 	PassEnvValues map[string]string
+
+	// DebugAddr (CLAWPEN_DEBUG_ADDR) is a loopback host:port where serve
+	// exposes net/http/pprof; "" (the default) serves nothing.
+	DebugAddr string
 }
 
 // secretish matches variable names that look like credentials; such a name
@@ -155,6 +161,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.TZ = loc
 		}
 	}
+	if v := get("CLAWPEN_DEBUG_ADDR", ""); v != "" {
+		if err := CheckDebugAddr(v); err != nil {
+			errs = append(errs, fmt.Errorf("CLAWPEN_DEBUG_ADDR=%q: %w", v, err))
+		}
+		c.DebugAddr = v
+	}
 	c.PassEnvValues = map[string]string{}
 	for _, name := range strings.Split(get("CLAWPEN_SANDBOX_ENV", ""), ",") {
 		name = strings.TrimSpace(name)
@@ -222,6 +234,28 @@ func (c Config) SandboxEnv() map[string]string {
 		}
 	}
 	return env
+}
+
+// CheckDebugAddr accepts only a loopback host:port (127.0.0.0/8, ::1 or
+// localhost): profiles and goroutine dumps reveal the host's internals and
+// the endpoint has no authentication, so it must not be reachable from the
+// network. Sandboxes have their own network namespace and cannot reach it.
+func CheckDebugAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port on loopback, e.g. 127.0.0.1:6060: %w", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" || !ip.Unmap().IsLoopback() {
+		return fmt.Errorf("host %q is not a loopback address: the debug endpoint listens on 127.0.0.1 or ::1 only", host)
+	}
+	return nil
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -100,3 +100,42 @@ func TestPassEnvNeverCarriesSecrets(t *testing.T) {
 	_, err = FromEnv(env(map[string]string{"CLAWPEN_SANDBOX_ENV": "BAD-NAME"}))
 	assert.ErrorContains(t, err, "CLAWPEN_SANDBOX_ENV")
 }
+
+func TestDebugAddrIsLoopbackOnly(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Empty(t, c.DebugAddr, "off by default")
+
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:6060", true},
+		{"127.1.2.3:0", true},
+		{"[::1]:6060", true},
+		{"localhost:6060", true},
+		{"LOCALHOST:6060", true},
+		{":6060", false}, // every interface
+		{"0.0.0.0:6060", false},
+		{"[::]:6060", false},
+		{"192.168.1.5:6060", false},
+		{"10.0.0.1:6060", false},
+		{"example.com:6060", false},
+		{"localhost.example.com:6060", false},
+		{"[fe80::1%eth0]:6060", false},
+		{"127.0.0.1", false}, // no port
+		{"127.0.0.1:http", false},
+		{"127.0.0.1:70000", false},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			c, err := FromEnv(env(map[string]string{"CLAWPEN_DEBUG_ADDR": tc.addr}))
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Equal(t, tc.addr, c.DebugAddr)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "CLAWPEN_DEBUG_ADDR")
+		})
+	}
+}

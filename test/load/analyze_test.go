@@ -34,7 +34,8 @@ type result struct {
 	unansweredList               []string
 	duplicates                   int
 	duplicateList                []string
-	crashResends                 int // the documented window: sent, host killed before it marked it
+	crashResends                 int // the documented window: sent, host killed before it marked it (markers)
+	crashResentMsgs              int // the Telegram messages those markers came in again
 	poisonEchoed                 int
 	poisonList                   []string
 	notices, ownerNotices        int
@@ -44,8 +45,13 @@ type result struct {
 	outboxLeft                   int
 
 	echoLat, noticeLat []time.Duration
-	before, after      hostStats
-	pushDur, total     time.Duration
+	// An answered message's latency in two parts: until its group's agent
+	// started (the first "typing…" after it: polling, storing, waiting for
+	// a sandbox slot) and from there until the answer reached Telegram (the
+	// run, the outbox, pacing and retries of the send).
+	startLat, runSendLat []time.Duration
+	before, after        hostStats
+	pushDur, total       time.Duration
 }
 
 // analyze reads the store (host stopped) and what the fake Telegram got.
@@ -108,7 +114,7 @@ func (r *run) analyze() result {
 				res.pendingAfterCursor++
 			}
 		}
-		r.answers(&res, order, r.h.TG.SentTo(chat))
+		r.answers(&res, order, r.h.TG.SentTo(chat), r.h.TG.ChatActions(chat))
 	}
 	return res
 }
@@ -118,7 +124,7 @@ func (r *run) analyze() result {
 // keep a group's backlog under that), a failed run's answer is the notice. So: no marker in two answers, and every triggered message
 // either echoed once or inside a stretch of unechoed messages that a notice,
 // sent after it, closed.
-func (r *run) answers(res *result, order []*msg, sent []faketg.SentMessage) {
+func (r *run) answers(res *result, order []*msg, sent []faketg.SentMessage, acts []faketg.ChatAction) {
 	res.groupSends += len(sent)
 	occ := map[string][]int{}
 	var notices []faketg.SentMessage
@@ -132,12 +138,17 @@ func (r *run) answers(res *result, order []*msg, sent []faketg.SentMessage) {
 		}
 	}
 	res.notices += len(notices)
+	resent := map[int]bool{}
+	defer func() { res.crashResentMsgs += len(resent) }()
 	for mk, is := range occ {
 		if len(is) < 2 {
 			continue
 		}
 		if r.crashResend(sent, is) {
 			res.crashResends++
+			for _, i := range is[1:] {
+				resent[i] = true
+			}
 			continue
 		}
 		res.duplicates++
@@ -150,7 +161,12 @@ func (r *run) answers(res *result, order []*msg, sent []faketg.SentMessage) {
 		}
 		if m.Triggered && len(occ[m.Marker]) > 0 {
 			res.answeredEcho++
-			res.echoLat = append(res.echoLat, sent[occ[m.Marker][0]].Time.Sub(m.Pushed))
+			at := sent[occ[m.Marker][0]].Time
+			res.echoLat = append(res.echoLat, at.Sub(m.Pushed))
+			if i := slices.IndexFunc(acts, func(a faketg.ChatAction) bool { return !a.Time.Before(m.Pushed) }); i >= 0 && !acts[i].Time.After(at) {
+				res.startLat = append(res.startLat, acts[i].Time.Sub(m.Pushed))
+				res.runSendLat = append(res.runSendLat, at.Sub(acts[i].Time))
+			}
 		}
 	}
 	// Stretches of unechoed messages holding triggered ones, each closed by
@@ -250,7 +266,7 @@ func (r *run) summary(res result) string {
 	row("messages sent / stored", fmt.Sprintf("%d / %d (lost %d, unexpected %d, wrong trigger flag %d)", res.sentMsgs, res.stored, res.lost, res.extraStored, res.triggerMismatch))
 	row("triggered / answered", fmt.Sprintf("%d / %d (by an answer %d, by a failure notice %d, unanswered %d)",
 		res.triggered, res.answeredEcho+res.answeredNotice, res.answeredEcho, res.answeredNotice, res.unanswered))
-	row("duplicates", fmt.Sprintf("%d (plus %d resent across a crash: accepted by Telegram, host killed before marking it sent)", res.duplicates, res.crashResends))
+	row("duplicates", fmt.Sprintf("%d (plus %d markers in %d messages resent across a crash: accepted by Telegram, host killed before marking it sent)", res.duplicates, res.crashResends, res.crashResentMsgs))
 	row("poisoned runs (hang / garbage)", fmt.Sprintf("%d / %d planned, %d answered as if they worked", r.size.Hangs, r.size.Garbage, res.poisonEchoed))
 	row("failure notices", fmt.Sprintf("%d in groups, %d reports to the owner", res.notices, res.ownerNotices))
 	row("Telegram messages to groups", res.groupSends)
@@ -274,6 +290,8 @@ func (r *run) summary(res result) string {
 	row("peak host", fmt.Sprintf("RSS %.1f MiB, threads %d", float64(r.peakRSSKiB)/1024, r.peakThreads))
 	r.mu.Unlock()
 	row("message → answer", fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", pct(res.echoLat, 50), pct(res.echoLat, 99), pct(res.echoLat, 100), len(res.echoLat)))
+	row("  of which until the agent started", fmt.Sprintf("p50 %s, p99 %s (n=%d)", pct(res.startLat, 50), pct(res.startLat, 99), len(res.startLat)))
+	row("  of which run and send", fmt.Sprintf("p50 %s, p99 %s", pct(res.runSendLat, 50), pct(res.runSendLat, 99)))
 	row("message → failure notice", fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", pct(res.noticeLat, 50), pct(res.noticeLat, 99), pct(res.noticeLat, 100), len(res.noticeLat)))
 	row("host before last phase (idle)", res.before)
 	row("host after last phase (idle)", res.after)

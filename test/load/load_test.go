@@ -190,7 +190,10 @@ func TestLoadAndFaults(t *testing.T) {
 	t.Logf("size %s: %d groups, %d messages, seed %d (CLAWPEN_LOAD_SEED to repeat)", s.Name, s.Groups, s.Messages, seed)
 	began := time.Now()
 
+	debugAddr, err := freeLoopbackAddr()
+	require.NoError(t, err)
 	h := harness.New(t, harness.Options{Owner: true, Extra: map[string]string{
+		"CLAWPEN_DEBUG_ADDR":     debugAddr, // goroutine counts, and profiles on request
 		"CLAWPEN_AGENT_TIMEOUT":  agentTimeout,
 		"CLAWPEN_MAX_CONCURRENT": maxConcurrent,
 		"CLAWPEN_RETRY_BACKOFF":  "200ms,400ms",
@@ -215,6 +218,12 @@ func TestLoadAndFaults(t *testing.T) {
 	baselineAt := n/2 + down + n/10
 	var before hostStats
 	zombiesBefore := 0
+	// CLAWPEN_LOAD_PROFILE=dir: a CPU profile and goroutine dumps of the
+	// host in the middle of the last phase.
+	profileAt, profileDir := -1, os.Getenv("CLAWPEN_LOAD_PROFILE")
+	if profileDir != "" {
+		profileAt = baselineAt + (n-baselineAt)/4
+	}
 	pushStart := time.Now()
 	for i, m := range r.msgs {
 		if crashAt[i] {
@@ -230,8 +239,24 @@ func TestLoadAndFaults(t *testing.T) {
 			var err error
 			before, err = statsOf(h.PID())
 			require.NoError(t, err)
+			// Settled the same way as the reading after the last phase,
+			// on the same process (the one started after the last crash).
+			before.Goroutines, err = settledGoroutines(ctx, debugAddr, 0, 30*time.Second)
+			require.NoError(t, err)
 			_, zs := zombies(descendants(h.PID()))
 			zombiesBefore = len(zs)
+		}
+		if i == profileAt {
+			bg.Go(func() {
+				if err := profileMidLoad(ctx, debugAddr, profileDir, 10); err != nil {
+					t.Logf("mid-load profile: %v", err)
+					return
+				}
+				if dump, err := os.ReadFile(filepath.Join(profileDir, "goroutines-start.txt")); err == nil {
+					t.Logf("mid-load goroutines (biggest stacks, innermost clawpen frame):\n%s", goroutineSummary(dump, 12))
+				}
+				t.Logf("mid-load CPU profile and goroutine dumps in %s", profileDir)
+			})
 		}
 		if !m.Burst {
 			time.Sleep(time.Duration(float64(time.Second) / r.size.Rate))
@@ -243,6 +268,15 @@ func TestLoadAndFaults(t *testing.T) {
 	r.waitIdle("after the last phase")
 	after, err := statsOf(h.PID())
 	require.NoError(t, err)
+	after.Goroutines, err = settledGoroutines(ctx, debugAddr, before.Goroutines+goroutineSlack, 30*time.Second)
+	require.NoError(t, err)
+	if after.FDs > before.FDs+fdSlack {
+		// Pooled connections close on their own idle timers: read again, settled.
+		time.Sleep(5 * time.Second)
+		if again, err := statsOf(h.PID()); err == nil {
+			after.FDs = again.FDs
+		}
+	}
 	stop()
 	bg.Wait()
 
@@ -253,6 +287,7 @@ func TestLoadAndFaults(t *testing.T) {
 		t.Logf("zombie child of the idle host: pid %d (%s)", z.pid, z.comm)
 	}
 	h.Stop()
+	r.saveHostLog()
 	r.checkGone(last, "stopped host")
 
 	res := r.analyze()
@@ -279,7 +314,11 @@ func TestLoadAndFaults(t *testing.T) {
 	// asserted, so this test measures the load, not that.)
 	assert.LessOrEqual(t, res.zombiesLeft, res.zombiesBefore, "exited sandbox processes the idle host never reaped grew over the last phase")
 	assert.Equal(t, 2, len(r.crashes), "the host was killed twice")
-	assert.LessOrEqual(t, after.FDs, before.FDs+fdSlack, "host fds grew over the last phase: %s -> %s", before, after)
+	assert.LessOrEqual(t, after.FDs, before.FDs+fdSlack, "host fds grew over the last phase (leak?): %s -> %s", before, after)
+	assert.LessOrEqual(t, after.Goroutines, before.Goroutines+goroutineSlack, "host goroutines grew over the last phase (leak?): %s -> %s", before, after)
+	// Memory: the Go runtime returns freed pages lazily, so only growth far
+	// beyond the baseline counts.
+	assert.LessOrEqual(t, after.RSSKiB, max(2*before.RSSKiB, before.RSSKiB+64<<10), "host RSS did not come back near its baseline: %s -> %s", before, after)
 	if t.Failed() {
 		t.Logf("host log (last run):\n%s", tail(h.Stderr.String(), 200))
 	}
@@ -324,10 +363,29 @@ func (r *run) crash() {
 	}
 	running := descendants(pid)
 	r.h.Crash()
+	r.saveHostLog()
 	r.pid.Store(0)
 	r.crashes = append(r.crashes, time.Now())
 	r.t.Logf("crash %d: SIGKILL with %d sandbox processes running", len(r.crashes), len(running))
 	r.checkGone(running, fmt.Sprintf("crash %d", len(r.crashes)))
+}
+
+// saveHostLog keeps the log of the serve process that just ended in
+// CLAWPEN_LOAD_HOSTLOG (a directory), one file per process, for digging
+// into a run afterwards; the harness keeps only the current process's log.
+func (r *run) saveHostLog() {
+	dir := os.Getenv("CLAWPEN_LOAD_HOSTLOG")
+	if dir == "" {
+		return
+	}
+	p := filepath.Join(dir, fmt.Sprintf("host-%d.log", r.restarts))
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(p, []byte(r.h.Stderr.String()), 0o644)
+	}
+	if err != nil {
+		r.t.Logf("save host log: %v", err)
+	}
 }
 
 func (r *run) restart() {

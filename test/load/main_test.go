@@ -4,7 +4,11 @@
 // garbage, a fake Telegram that answers some sends with 429 or 5xx and drops
 // some connections, and the host SIGKILLed twice mid-run and restarted.
 // Afterwards every triggered message must have been answered exactly once,
-// nothing lost from the store, no sandbox orphaned, no fd leak.
+// nothing lost from the store, no sandbox orphaned, no goroutine or fd leak
+// (goroutines counted through serve's CLAWPEN_DEBUG_ADDR endpoint), RSS back
+// near its baseline. CLAWPEN_LOAD_PROFILE=dir saves a CPU profile and
+// goroutine dumps taken mid-load; CLAWPEN_LOAD_HOSTLOG=dir keeps each serve
+// process's log.
 //
 // `go test ./...` (and so `make test`) runs the CI size: 40 groups, 2,000
 // messages, about a minute. CLAWPEN_LOAD_FULL=1 (`make load`) runs the full

@@ -55,7 +55,7 @@ func cmdline(pid int) string {
 	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
 
-// descendants lists every living process below root (its sandboxes: prlimit/
+// descendants lists every living process below root (its sandboxes:
 // bwrap, bwrap's namespace init, the agent and whatever the agent runs).
 func descendants(root int) []procID {
 	ents, _ := os.ReadDir("/proc")
@@ -113,10 +113,11 @@ func alive(ps []procID) []procID {
 type hostStats struct {
 	FDs, Threads int
 	RSSKiB       int
+	Goroutines   int // from the debug endpoint; 0: not read
 }
 
 func (s hostStats) String() string {
-	return fmt.Sprintf("fds %d, threads %d, RSS %.1f MiB", s.FDs, s.Threads, float64(s.RSSKiB)/1024)
+	return fmt.Sprintf("goroutines %d, fds %d, threads %d, RSS %.1f MiB", s.Goroutines, s.FDs, s.Threads, float64(s.RSSKiB)/1024)
 }
 
 func statsOf(pid int) (hostStats, error) {
