@@ -10,12 +10,12 @@ FUZZTIME  ?= 20000x
 
 all: build
 
-# System packages the host needs: bubblewrap (sandbox), prlimit (util-linux,
-# sandbox limits), gcc (cgo for SQLite). Installed only when missing.
+# System packages the host needs: bubblewrap (sandbox), gcc (cgo for SQLite),
+# busybox-static and debootstrap (Docker test and agent images). Installed only
+# when missing.
 deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	command -v prlimit >/dev/null || missing="$$missing util-linux"; \
 	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if command -v docker >/dev/null; then command -v debootstrap >/dev/null || missing="$$missing debootstrap"; fi; \
@@ -70,12 +70,10 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/clawpen-fuzz.out 2>&1 || { cat /tmp/clawpen-fuzz.out; exit 1; }; \
 	  done; done; echo "fuzz: all targets ran $(FUZZTIME) each"
 
+# Sandbox start, host overhead, inbound throughput, footprint and scaling,
+# measured on this machine (see `clawpen bench --help`).
 bench: build
-	$(GO) test -run '^$$' -bench 'ForkExec|RawBwrap|SandboxTrue|AgentReady|HostUpdate' -benchtime 200x ./test/bench/
-	$(GO) test -run '^$$' -bench '^BenchmarkInbound$$' -benchtime 3s ./test/bench/
-	$(GO) test -run '^$$' -bench 'BinarySize|ServeStartup' -benchtime 5x ./test/bench/
-	$(GO) test -run '^$$' -bench 'ServeInbound' -benchtime 1x ./test/bench/
-	@if docker info >/dev/null 2>&1; then $(GO) test -run '^$$' -bench . -benchtime 30x ./internal/sandbox/docker/; else echo "SKIP Docker benchmarks: no engine"; fi
+	./$(BIN)/clawpen bench
 
 # The load and fault test at full size (200 groups, 20,000 messages, two
 # SIGKILLs); `make test` runs it at CI size (40 groups, 2,000 messages).

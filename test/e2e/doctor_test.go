@@ -16,7 +16,10 @@ func TestDoctorSaysWhatIsMissing(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(filepath.Join(harness.BinDir(), "clawpen"), "doctor")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + dir, "CLAWPEN_AGENT_BIN=" + filepath.Join(dir, "missing-agent")}
+	// An image no machine has: whether this one built clawpen-agent:latest
+	// must not decide whether a Docker backend is found.
+	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + dir, "CLAWPEN_AGENT_BIN=" + filepath.Join(dir, "missing-agent"),
+		"CLAWPEN_AGENT_IMAGE=clawpen-agent:missing-for-doctor-test"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "doctor must fail: %s", out)
