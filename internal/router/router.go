@@ -34,7 +34,8 @@ type Messenger interface {
 	Typing(ctx context.Context, chatID int64, threadID int) error
 }
 
-// Agents runs one agent invocation.
+// Agents runs one agent invocation. With Request.OnResult set, a nil error
+// means OnResult was called and returned nil.
 type Agents interface {
 	Run(ctx context.Context, req runner.Request) (runner.Answer, error)
 }
@@ -329,9 +330,9 @@ func (r *Router) Pending(ctx context.Context, folder string) error {
 		return nil // nothing calls the agent; the messages wait as context
 	}
 	msgs = msgs[:last+1]
-	context := msgs
-	if len(context) > r.cfg.MaxContext {
-		context = context[len(context)-r.cfg.MaxContext:]
+	window := msgs
+	if len(window) > r.cfg.MaxContext {
+		window = window[len(window)-r.cfg.MaxContext:]
 	}
 	thread := msgs[last].ThreadID
 	r.mu.Lock()
@@ -339,16 +340,25 @@ func (r *Router) Pending(ctx context.Context, folder string) error {
 	r.mu.Unlock()
 
 	stopTyping := r.typing(ctx, g.ChatID, thread)
-	ans, err := r.cfg.Agents.Run(ctx, runner.Request{Group: g, Prompt: prompt.Messages(context, r.cfg.TZ), ContextMode: domain.ContextGroup})
-	stopTyping()
-	if err != nil {
-		return err
+	defer stopTyping()
+	// The answer is recorded (cursor and outbox in one transaction) and
+	// delivery woken as soon as the agent's result arrives, not after the
+	// sandbox's teardown.
+	recorded := false
+	_, err = r.cfg.Agents.Run(ctx, runner.Request{Group: g, Prompt: prompt.Messages(window, r.cfg.TZ), ContextMode: domain.ContextGroup,
+		OnResult: func(ctx context.Context, text string) error {
+			stopTyping()
+			if _, err := r.cfg.Store.CompleteRun(ctx, folder, msgs[last].Seq, outgoing(g.ChatID, thread, text)); err != nil {
+				return fmt.Errorf("complete run of %q: %w", folder, err)
+			}
+			recorded = true
+			r.WakeDelivery()
+			return nil
+		}})
+	if err == nil && !recorded {
+		return fmt.Errorf("agent run of %q succeeded without handing over its answer", folder)
 	}
-	if _, err := r.cfg.Store.CompleteRun(ctx, folder, msgs[last].Seq, outgoing(g.ChatID, thread, ans.Text)); err != nil {
-		return fmt.Errorf("complete run of %q: %w", folder, err)
-	}
-	r.WakeDelivery()
-	return nil
+	return err
 }
 
 // GiveUp tells the chat that its messages could not be answered.

@@ -92,6 +92,12 @@ type Request struct {
 	Prompt      string
 	ContextMode string // group or isolated
 	TaskID      int64
+	// OnResult, when set, takes the agent's answer as soon as its result
+	// line arrives (every line before it well formed), while the sandbox is
+	// still ending: the answer need not wait for the teardown. Once it
+	// returned nil, Run reports success whatever the sandbox does next (the
+	// answer is recorded); an error from it fails the run.
+	OnResult func(ctx context.Context, text string) error
 }
 
 // Answer is the agent's final text (internal parts already removed by the agent).
@@ -157,11 +163,16 @@ func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
 		extra = r.cfg.Mounts(ctx, req.Group)
 	}
 	var out bytes.Buffer
+	var stdout io.Writer = &out
+	early := newEarlyResult(ctx, req.OnResult)
+	if early != nil {
+		stdout = io.MultiWriter(&out, early)
+	}
 	spec := sandbox.Spec{
 		InvocationID: inv, Group: folder, IsMain: req.Group.IsMain(),
 		GroupDir: groupDir, GlobalDir: globalDir, GlobalWritable: req.Group.IsMain(),
 		SessionDir: sessionDir, SocketPath: srv.Path(), Extra: extra,
-		Env: r.cfg.Env, Stdin: stdin, Stdout: &out, Limits: r.cfg.Limits,
+		Env: r.cfg.Env, Stdin: stdin, Stdout: stdout, Limits: r.cfg.Limits,
 	}
 
 	r.mu.Lock()
@@ -176,6 +187,18 @@ func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
 	log := r.cfg.Logger.With("group", folder, "invocation", inv, "backend", r.sandbox.Name())
 	log.Info("sandbox start")
 	res, err := r.sandbox.Run(ctx, spec)
+	if early != nil {
+		if text, handled, herr := early.wait(); handled {
+			if herr != nil {
+				return Answer{}, fmt.Errorf("record the answer of %q: %w", folder, herr)
+			}
+			if err != nil || res.ExitCode != 0 || res.TimedOut || res.OutputTruncated {
+				log.Warn("sandbox ended badly after its answer was recorded", "err", err, "exit", res.ExitCode,
+					"timed_out", res.TimedOut, "truncated", res.OutputTruncated, "stderr", lastLine(res.Stderr))
+			}
+			return Answer{Text: text, Duration: res.Duration}, nil
+		}
+	}
 	if err != nil {
 		return Answer{}, fmt.Errorf("run sandbox for %q: %w", folder, err)
 	}
@@ -190,6 +213,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
 		return Answer{}, fmt.Errorf("agent for %q: %w", folder, agentErr)
 	case res.ExitCode != 0:
 		return Answer{}, fmt.Errorf("agent for %q exited with %d: %s", folder, res.ExitCode, lastLine(res.Stderr))
+	}
+	if req.OnResult != nil { // a last line without its newline: taken only now
+		if err := req.OnResult(ctx, text); err != nil {
+			return Answer{}, fmt.Errorf("record the answer of %q: %w", folder, err)
+		}
 	}
 	return Answer{Text: text, Duration: res.Duration}, nil
 }
