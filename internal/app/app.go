@@ -426,7 +426,7 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 			if u.Message == nil {
 				return nil
 			}
-			return rt.Handle(ctx, inbound(u.Message))
+			return rt.Handle(ctx, Inbound(u.Message))
 		},
 		func(ctx context.Context, next int64) error {
 			// The update was handled; persist that even during shutdown, or
@@ -440,7 +440,8 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	return err
 }
 
-func inbound(m *telegram.Incoming) router.Inbound {
+// Inbound converts a Telegram message for the router.
+func Inbound(m *telegram.Incoming) router.Inbound {
 	return router.Inbound{
 		ChatID: m.ChatID, ChatType: m.ChatType, ChatTitle: m.ChatTitle, MessageID: m.MessageID,
 		ThreadID: topic(m), SenderID: m.SenderID, SenderName: m.SenderName, SenderIsBot: m.SenderIsBot,

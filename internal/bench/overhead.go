@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/app"
 	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/job"
@@ -148,7 +149,7 @@ func measureHostOverhead(ctx context.Context, o Options, groups int, runs int) (
 			if u.Message == nil {
 				return nil
 			}
-			return rt.Handle(ctx, inbound(u.Message))
+			return rt.Handle(ctx, app.Inbound(u.Message))
 		}, func(ctx context.Context, next int64) error {
 			return st.SetState(context.WithoutCancel(ctx), "telegram_offset", strconv.FormatInt(next, 10))
 		})
@@ -217,16 +218,6 @@ func overheadSample(ctx context.Context, tg *faketg.Server, pr *probe, handed <-
 	got[0] = startedAt.Sub(handedAt)
 	got[1] = sent[before].Time.Sub(resultAt)
 	return got, nil
-}
-
-// inbound is app's conversion of a Telegram message for the router, for the
-// fields a private text message has.
-func inbound(m *telegram.Incoming) router.Inbound {
-	return router.Inbound{
-		ChatID: m.ChatID, ChatType: m.ChatType, ChatTitle: m.ChatTitle, MessageID: m.MessageID,
-		SenderID: m.SenderID, SenderName: m.SenderName, SenderIsBot: m.SenderIsBot,
-		Text: m.Text, Time: m.Date, MentionsBot: m.MentionsBot, ReplyToBot: m.ReplyToBot,
-	}
 }
 
 // probe wraps the real backend: it records when the runner asked for a
