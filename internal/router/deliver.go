@@ -88,19 +88,13 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 		r.WakeDelivery()
 	}()
 	for ctx.Err() == nil {
-		pending, err := r.cfg.Store.PendingOutbox(ctx)
+		rows, err := r.cfg.Store.PendingOutboxOf(ctx, chatID)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Error("read outbox", "chat", chatID, "err", err)
 				_ = sleepCtx(ctx, failedSendWait)
 			}
 			return
-		}
-		var rows []domain.Outgoing
-		for _, o := range pending {
-			if o.ChatID == chatID {
-				rows = append(rows, o)
-			}
 		}
 		if len(rows) == 0 {
 			return

@@ -101,7 +101,16 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now ti
 
 // PendingOutbox returns every undelivered outgoing message, oldest first.
 func (s *Store) PendingOutbox(ctx context.Context) ([]domain.Outgoing, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox ORDER BY id`)
+	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox ORDER BY id`)
+}
+
+// PendingOutboxOf is chatID's rows of the outbox, oldest first.
+func (s *Store) PendingOutboxOf(ctx context.Context, chatID int64) ([]domain.Outgoing, error) {
+	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox WHERE chat_id = ? ORDER BY id`, chatID)
+}
+
+func (s *Store) outbox(ctx context.Context, query string, args ...any) ([]domain.Outgoing, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pending outbox: %w", err)
 	}

@@ -303,6 +303,17 @@ func TestCompleteRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, out, pending)
 
+	// Per chat: only that chat's rows, in order.
+	other, err := s.CompleteRun(ctx, "team", 10, []domain.Outgoing{{ChatID: -6, Text: "elsewhere"}})
+	require.NoError(t, err)
+	mine, err := s.PendingOutboxOf(ctx, -5)
+	require.NoError(t, err)
+	assert.Equal(t, out, mine)
+	theirs, err := s.PendingOutboxOf(ctx, -6)
+	require.NoError(t, err)
+	assert.Equal(t, other, theirs)
+	require.NoError(t, s.MarkSent(ctx, other[0].ID))
+
 	steps := []struct {
 		cursor int64
 		want   int64
