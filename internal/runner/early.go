@@ -4,21 +4,19 @@ import (
 	"bytes"
 	"context"
 	"sync"
-
-	"github.com/clawpen/clawpen/internal/job"
 )
 
-// earlyResult watches the agent's output as it streams and hands the result
-// to Request.OnResult the moment its line is complete, provided every line
-// before it was a well-formed, non-error event (the rules of parseOutput).
-// The handler runs on its own goroutine so the output copy never blocks on it.
+// earlyResult watches the agent's output as it streams and hands the answer
+// to Request.OnResult the moment the verdict has one (its first result, every
+// line before it well formed). The handler runs on its own goroutine so the
+// output copy never blocks on it.
 type earlyResult struct {
 	ctx      context.Context
 	onResult func(context.Context, string) error
 
 	mu      sync.Mutex
 	partial []byte
-	spoiled bool // a garbage or error line came first: no early answer
+	verdict verdict
 	fired   bool
 	done    chan struct{} // closed once the handler returned
 	text    string
@@ -35,7 +33,7 @@ func newEarlyResult(ctx context.Context, onResult func(context.Context, string) 
 func (e *earlyResult) Write(p []byte) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.spoiled || e.fired {
+	if e.fired || e.verdict.err != nil {
 		return len(p), nil
 	}
 	e.partial = append(e.partial, p...)
@@ -44,22 +42,18 @@ func (e *earlyResult) Write(p []byte) (int, error) {
 		if i < 0 {
 			return len(p), nil
 		}
-		line := bytes.TrimSpace(e.partial[:i])
+		line := e.partial[:i]
 		e.partial = e.partial[i+1:]
-		if len(line) == 0 {
-			continue
-		}
-		ev, err := job.ParseEvent(line)
-		switch {
-		case err != nil || ev.Type == job.EventError:
-			e.spoiled, e.partial = true, nil
-			return len(p), nil
-		case ev.Type == job.EventResult:
-			e.fired, e.partial, e.text = true, nil, ev.Text
+		if e.verdict.line(line) {
+			e.fired, e.partial, e.text = true, nil, *e.verdict.result
 			go func() {
 				defer close(e.done)
 				e.err = e.onResult(e.ctx, e.text)
 			}()
+			return len(p), nil
+		}
+		if e.verdict.err != nil {
+			e.partial = nil
 			return len(p), nil
 		}
 	}

@@ -222,37 +222,57 @@ func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
 	return Answer{Text: text, Duration: res.Duration}, nil
 }
 
-// parseOutput reads the agent's event lines: the result wins; an error event
-// or a missing result is an error. Garbage lines are an error too, so broken
-// output is never sent to a chat.
+// parseOutput reads the agent's event lines (see verdict).
 func parseOutput(r io.Reader) (string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var result *string
+	var v verdict
 	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		ev, err := job.ParseEvent(line)
-		if err != nil {
-			return "", err
-		}
-		switch ev.Type {
-		case job.EventResult:
-			t := ev.Text
-			result = &t
-		case job.EventError:
-			return "", errors.New(ev.Error)
-		}
+		v.line(sc.Bytes())
 	}
 	if err := sc.Err(); err != nil {
 		return "", fmt.Errorf("read agent output: %w", err)
 	}
-	if result == nil {
+	return v.answer()
+}
+
+// verdict is what the agent's output lines say so far: the first result is
+// the answer; an error event, or a garbage line anywhere, makes the run an
+// error, so broken output is never sent to a chat.
+type verdict struct {
+	result *string
+	err    error
+}
+
+// line takes one output line and reports whether it gave the answer: the
+// first result, with every line before it well formed.
+func (v *verdict) line(b []byte) (answered bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || v.err != nil {
+		return false
+	}
+	ev, err := job.ParseEvent(b)
+	switch {
+	case err != nil:
+		v.err = err
+	case ev.Type == job.EventError:
+		v.err = errors.New(ev.Error)
+	case ev.Type == job.EventResult && v.result == nil:
+		t := ev.Text
+		v.result = &t
+		return true
+	}
+	return false
+}
+
+func (v *verdict) answer() (string, error) {
+	switch {
+	case v.err != nil:
+		return "", v.err
+	case v.result == nil:
 		return "", errors.New("agent ended without a result")
 	}
-	return *result, nil
+	return *v.result, nil
 }
 
 func (r *Runner) ensureDir(path string, mode os.FileMode) error {

@@ -22,6 +22,9 @@ func TestParseOutput(t *testing.T) {
 		{"no result", `{"type":"ready"}` + "\n", "", "without a result"},
 		{"garbage is never an answer", `{"type":"ready"}` + "\nrm -rf /\n" + `{"type":"result","text":"x"}`, "", "not a JSON event"},
 		{"unknown event type", `{"type":"shell","text":"x"}`, "", "unknown event type"},
+		{"first result is the answer", `{"type":"result","text":"a"}` + "\n" + `{"type":"result","text":"b"}` + "\n", "a", ""},
+		{"garbage after the result", `{"type":"result","text":"a"}` + "\nrm -rf /\n", "", "not a JSON event"},
+		{"last line without newline", `{"type":"result","text":"x"}`, "x", ""},
 		{"nothing at all", "", "", "without a result"},
 	}
 	for _, c := range cases {
