@@ -1,16 +1,23 @@
 # clawpen host as a container. It runs `clawpen serve` and starts each agent's
 # sandbox as a sibling container through the mounted Docker socket.
 #
-# Build (after `make build image`, which also makes the local Debian base):
-#   docker build -t clawpen:latest .
-# With a registry, build the binaries in a Go stage instead:
-#   docker build --build-arg BASE=debian:bookworm-slim -t clawpen:latest .
-#   (bin/ must still hold the binaries; see README "Host as a container").
+# Nothing is compiled here: the build copies the two binaries `make build`
+# left in bin/, which are all that .dockerignore lets reach the engine. From
+# the project root:
 #
-# Run: see docs/host-container.md and configs/compose.yaml. The sandboxes'
-# bind sources must be paths on the Docker host: mount the host directory
-# that holds data/ and groups/ at CLAWPEN_ROOT (/app) and give its Docker-host
-# path as CLAWPEN_HOST_ROOT.
+#   make build image                  # binaries, local Debian base, agent image
+#   docker build -t clawpen:latest .
+#
+# BASE defaults to clawpen-base:bookworm, the local base `make image` makes
+# without a registry. With registry access any Debian-like image works whose
+# glibc is not older than the build machine's (the host binary links SQLite
+# with cgo):
+#   docker build --build-arg BASE=debian:bookworm-slim -t clawpen:latest .
+#
+# Run: see docs/host-container.md and configs/compose.yaml. The engine binds
+# the sandboxes' folders from the Docker host: mount the Docker host's
+# directory holding data/ and groups/ (and any extra mounts) at CLAWPEN_ROOT,
+# /app, and give its Docker-host path as CLAWPEN_HOST_ROOT.
 ARG BASE=clawpen-base:bookworm
 FROM ${BASE}
 
@@ -30,8 +37,8 @@ ENV CLAWPEN_ROOT=/app \
     CLAWPEN_SANDBOX=docker
 WORKDIR /app
 # uid 1000, the sandbox user of the Docker backend: the host needs no root.
-# Give it the Docker socket's group with --group-add.
+# Give it the Docker socket's group with --group-add. No VOLUME: an anonymous
+# volume over /app/data would hide the Docker host's data/ under the /app bind.
 USER 1000:1000
-VOLUME ["/app/data", "/app/groups"]
 ENTRYPOINT ["/usr/local/bin/clawpen"]
 CMD ["serve"]

@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/clawpen/clawpen/internal/agent"
-	"github.com/clawpen/clawpen/internal/job"
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 func main() {
@@ -28,7 +28,7 @@ type eventWriter struct {
 	enc *json.Encoder
 }
 
-func (w *eventWriter) emit(e job.Event) {
+func (w *eventWriter) emit(e domain.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_ = w.enc.Encode(e) // stdout gone means the host is gone; nothing left to tell
@@ -36,26 +36,36 @@ func (w *eventWriter) emit(e job.Event) {
 
 func run(stdin io.Reader, stdout, stderr io.Writer) int {
 	out := &eventWriter{enc: json.NewEncoder(stdout)}
-	out.emit(job.Event{Type: job.EventReady}) // before anything else: the host measures readiness
+	out.emit(domain.Event{Type: domain.EventReady}) // before anything else: the host measures readiness
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	j, err := job.Decode(stdin)
+	j, err := domain.DecodeJob(stdin)
 	if err != nil {
-		out.emit(job.Event{Type: job.EventError, Error: fmt.Sprintf("invalid job: %v", err)})
+		out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("invalid job: %v", err)})
 		return 1
 	}
 	opts := agent.OptionsFromEnv(os.Getenv)
 	opts.Logger = log
 	opts.Emit = out.emit
+	if j.Egress {
+		// Before the loop: the first command may already fetch something.
+		ln, err := agent.ListenEgress(domain.EgressProxyAddr)
+		if err != nil {
+			out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("egress proxy: %v", err)})
+			return 1
+		}
+		defer ln.Close()
+		go agent.ServeEgress(ctx, ln, opts.SocketPath, log)
+	}
 	text, err := agent.Run(ctx, j, opts)
 	if err != nil {
 		log.Error("agent run failed", "group", j.Group, "err", err)
-		out.emit(job.Event{Type: job.EventError, Error: err.Error()})
+		out.emit(domain.Event{Type: domain.EventError, Error: err.Error()})
 		return 1
 	}
-	out.emit(job.Event{Type: job.EventResult, Text: text})
+	out.emit(domain.Event{Type: domain.EventResult, Text: text})
 	return 0
 }

@@ -3,7 +3,10 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/clawpen/clawpen/internal/cli"
 )
@@ -12,5 +15,8 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(cli.Run(os.Args[1:], version, os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], cli.Env{Version: version, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, DotEnv: ".env", Getenv: os.Getenv})
+	stop()
+	os.Exit(code)
 }

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clawpen/clawpen/internal/job"
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 // MaxMemoryBytes caps each MEMORY.md read into the system prompt.
@@ -30,7 +30,7 @@ type runner struct {
 }
 
 // Run executes j and returns the final answer with internal text removed.
-func Run(ctx context.Context, j job.Job, opts Options) (string, error) {
+func Run(ctx context.Context, j domain.Job, opts Options) (string, error) {
 	if err := j.Validate(); err != nil {
 		return "", fmt.Errorf("invalid job: %w", err)
 	}
@@ -44,24 +44,19 @@ func Run(ctx context.Context, j job.Job, opts Options) (string, error) {
 	model := opts.Model
 	if model == nil {
 		var err error
-		if model, err = NewModel(j.Provider, r.http, opts.Stream); err != nil {
+		if model, err = NewModel(j.Provider, r.http); err != nil {
 			return "", err
 		}
 	}
 	return r.run(ctx, j, model)
 }
 
-func (a *runner) emit(e job.Event) {
-	if a.opts.Emit != nil {
-		a.opts.Emit(e)
-	}
-}
-
 func (a *runner) transcriptPath() string { return filepath.Join(a.opts.HomeDir, transcriptName) }
 
-func (a *runner) run(ctx context.Context, j job.Job, model Model) (string, error) {
+func (a *runner) run(ctx context.Context, j domain.Job, model Model) (string, error) {
 	started := time.Now()
 	tools := a.toolSet()
+	tools = append(tools, a.bridgeTools(tools, j.Tools)...)
 	resume := j.ContextMode == "group"
 
 	var msgs []Message
@@ -70,23 +65,17 @@ func (a *runner) run(ctx context.Context, j job.Job, model Model) (string, error
 		if err != nil {
 			// A broken session must not block the group forever: keep it aside, start fresh.
 			a.log.Warn("transcript unusable, starting a new session", "err", err)
-			_ = os.Rename(a.transcriptPath(), a.transcriptPath()+".broken")
+			_ = os.Rename(a.transcriptPath(), filepath.Join(a.opts.HomeDir, domain.BrokenTranscriptFile))
 		}
 		msgs = history
 	}
-	msgs = appendUser(msgs, Block{Type: BlockText, Text: j.Prompt})
+	msgs = appendUser(msgs, append([]Block{{Type: BlockText, Text: j.Prompt}}, imageBlocks(j.Prompt)...)...)
 
 	req := ModelRequest{
 		Model:     j.Model,
 		MaxTokens: j.MaxTokens,
 		System:    a.systemPrompt(j),
 		Tools:     toolDefs(tools),
-	}
-	if req.Model == "" {
-		req.Model = DefaultModel
-		if j.Provider == "openai" {
-			req.Model = DefaultOpenAIModel
-		}
 	}
 	if req.MaxTokens <= 0 {
 		req.MaxTokens = DefaultMaxTokens
@@ -95,6 +84,8 @@ func (a *runner) run(ctx context.Context, j job.Job, model Model) (string, error
 	if maxTurns <= 0 {
 		maxTurns = DefaultMaxTurns
 	}
+
+	req.OnText = newProgress(a.opts.Emit, time.Now).text
 
 	var final string
 	turns, toolCalls := 0, 0
@@ -125,7 +116,6 @@ func (a *runner) run(ctx context.Context, j job.Job, model Model) (string, error
 				continue
 			}
 			toolCalls++
-			a.emit(job.Event{Type: job.EventProgress, Text: "tool: " + u.Name})
 			text, isErr := a.runTool(ctx, tools, u.Name, u.Input)
 			results = append(results, Block{Type: BlockToolResult, ToolUseID: u.ID, Text: text, IsError: isErr})
 		}
@@ -165,7 +155,7 @@ func appendUser(msgs []Message, blocks ...Block) []Message {
 }
 
 // appendRunLog writes one human-readable line per run to runs.log; best effort.
-func (a *runner) appendRunLog(j job.Job, started time.Time, turns, tools int, runErr error) {
+func (a *runner) appendRunLog(j domain.Job, started time.Time, turns, tools int, runErr error) {
 	status := "ok"
 	if runErr != nil {
 		status = "error: " + strings.ReplaceAll(runErr.Error(), "\n", " ")
@@ -183,7 +173,7 @@ func (a *runner) appendRunLog(j job.Job, started time.Time, turns, tools int, ru
 }
 
 // systemPrompt is the fixed instructions plus the memory files.
-func (a *runner) systemPrompt(j job.Job) string {
+func (a *runner) systemPrompt(j domain.Job) string {
 	name := j.AssistantName
 	if name == "" {
 		name = "Andy"

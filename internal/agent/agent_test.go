@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/agent"
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/fakellm"
-	"github.com/clawpen/clawpen/internal/job"
 )
 
 // env is a fake host: a unix socket serving the fake provider on /v1/ and a
@@ -29,7 +29,7 @@ type env struct {
 	opts   agent.Options
 	mu     sync.Mutex
 	ipc    []string // bodies received on /ipc/<name>, as "name body"
-	events []job.Event
+	events []domain.Event
 }
 
 func newEnv(t *testing.T) *env {
@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 		HomeDir:      filepath.Join(root, "home"),
 		SocketPath:   sock,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Emit: func(ev job.Event) {
+		Emit: func(ev domain.Event) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.events = append(e.events, ev)
@@ -81,12 +81,12 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func testJob(prompt string) job.Job {
-	return job.Job{Version: job.Version, Group: "team", ChatID: -100, AssistantName: "Andy",
+func testJob(prompt string) domain.Job {
+	return domain.Job{Version: domain.JobVersion, Group: "team", ChatID: -100, AssistantName: "Andy",
 		Model: "claude-test", ContextMode: "group", Prompt: prompt}
 }
 
-func (e *env) run(t *testing.T, j job.Job) string {
+func (e *env) run(t *testing.T, j domain.Job) string {
 	t.Helper()
 	out, err := agent.Run(context.Background(), j, e.opts)
 	require.NoError(t, err)
@@ -122,7 +122,6 @@ func TestRunBashTool(t *testing.T) {
 	e := newEnv(t)
 	out := e.run(t, testJob(`<message sender="bob">@Andy TOOL bash {"command":"echo hi; id -u"}</message>`))
 	assert.Equal(t, "results:\nhi\n"+strconv.Itoa(os.Getuid())+"\n[exit code 0]", out)
-	assert.Contains(t, e.events, job.Event{Type: job.EventProgress, Text: "tool: bash"})
 	reqs := e.llm.Requests()
 	require.Len(t, reqs, 2)
 	last := reqs[1].Messages[len(reqs[1].Messages)-1]
@@ -241,7 +240,6 @@ func TestRunMaxTurns(t *testing.T) {
 
 func TestRunStreaming(t *testing.T) {
 	e := newEnv(t)
-	e.opts.Stream = true
 	out := e.run(t, testJob("TOOL write_file {\"path\":\"s.txt\",\"content\":\"streamed {json}\"}\nTOOL read_file {\"path\":\"s.txt\"}"))
 	assert.Equal(t, "results:\nwrote 15 bytes to "+filepath.Join(e.opts.WorkspaceDir, "s.txt")+"\nstreamed {json}", out)
 	for _, r := range e.llm.Requests() {
@@ -289,12 +287,36 @@ func TestRunRejectsInvalidJob(t *testing.T) {
 
 func TestOptionsFromEnv(t *testing.T) {
 	o := agent.OptionsFromEnv(func(k string) string {
-		return map[string]string{agent.SocketEnv: "/x.sock", agent.StreamEnv: "1"}[k]
+		return map[string]string{agent.SocketEnv: "/x.sock"}[k]
 	})
 	assert.Equal(t, "/x.sock", o.SocketPath)
-	assert.True(t, o.Stream)
 	assert.Equal(t, "/workspace/group", o.WorkspaceDir)
 	d := agent.OptionsFromEnv(func(string) string { return "" })
 	assert.Equal(t, "/run/clawpen/host.sock", d.SocketPath)
-	assert.False(t, d.Stream)
+}
+
+// The answer streams out as progress events, both providers, without its
+// internal part; a slow model (DRIP) gives several, each longer.
+func TestRunStreamsProgress(t *testing.T) {
+	for _, provider := range []string{"anthropic", "openai"} {
+		t.Run(provider, func(t *testing.T) {
+			e := newEnv(t)
+			j := testJob("DRIP 120ms\nREPLY <internal>secret plan</internal>The answer grows, chunk by chunk, until it is complete.")
+			j.Provider = provider
+			assert.Equal(t, "The answer grows, chunk by chunk, until it is complete.", e.run(t, j))
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			var texts []string
+			for _, ev := range e.events {
+				require.Equal(t, domain.EventProgress, ev.Type)
+				assert.NotContains(t, ev.Text, "secret")
+				assert.NotContains(t, ev.Text, "<")
+				texts = append(texts, ev.Text)
+			}
+			require.GreaterOrEqual(t, len(texts), 2, "%q", texts)
+			for i := 1; i < len(texts); i++ {
+				assert.True(t, strings.HasPrefix(texts[i], texts[i-1]) && len(texts[i]) > len(texts[i-1]), "%q", texts)
+			}
+		})
+	}
 }

@@ -84,7 +84,7 @@ func (a *runner) bash(ctx context.Context, args bashArgs) (string, error) {
 		status = "cancelled; the command's process group was killed"
 	}
 	// Background children would otherwise keep the pipe (and the sandbox) busy.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	killGroup(pgid)
 	select {
 	case <-copied:
 	case <-time.After(pipeGrace):
@@ -156,4 +156,22 @@ func (h *headTail) String() string {
 		return string(h.head) + string(tail)
 	}
 	return string(h.head) + fmt.Sprintf("\n[... %d bytes omitted ...]\n", omitted) + string(tail)
+}
+
+// groupGoneWait bounds how long a tool call waits for its process group to
+// be gone after killing it.
+const groupGoneWait = 3 * time.Second
+
+// killGroup kills the command's process group and waits, briefly, until the
+// last of it is reaped: until then its processes (a fork bomb's thousands)
+// still count against the sandbox's process limit, and the next tool call
+// could not fork. The kill is repeated for a child forked as it landed.
+func killGroup(pgid int) {
+	deadline := time.Now().Add(groupGoneWait)
+	for {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -25,6 +25,10 @@ func TestDecodeToolInput(t *testing.T) {
 		{name: "a string", raw: `"ls"`, wantErr: "arguments must be a JSON object"},
 		{name: "broken json", raw: `{"command":`, wantErr: "not a valid JSON object"},
 		{name: "trailing data", raw: `{"command":"ls"} {}`, wantErr: "not a valid JSON object"},
+		{name: "name in another case", raw: `{"command":"ls","Timeout_S":5}`, wantErr: `unknown argument "Timeout_S"`},
+		{name: "duplicate name", raw: `{"command":"ls","command":"rm -rf /"}`, wantErr: "duplicate"},
+		{name: "wrong type behind a pointer", raw: `{"command":"ls","timeout_s":"5"}`, wantErr: `argument "timeout_s" must be of type number, got string`},
+		{name: "boolean for a string", raw: `{"command":true}`, wantErr: `argument "command" must be of type string, got boolean`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +77,7 @@ func TestCheckToolInput(t *testing.T) {
 
 func TestToolNamesMatchDesign(t *testing.T) {
 	assert.Equal(t, []string{
-		"bash", "read_file", "write_file", "edit_file", "list_files", "send_message",
+		"bash", "read_file", "write_file", "edit_file", "list_files", "send_message", "send_file",
 		"schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task",
 		"register_group", "list_chats",
 	}, ToolNames())

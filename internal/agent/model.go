@@ -31,6 +31,8 @@ type Block struct {
 	Input     json.RawMessage `json:"input,omitempty"`       // tool_use arguments (always valid JSON)
 	ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result: the tool_use it answers
 	IsError   bool            `json:"is_error,omitempty"`    // tool_result
+	MediaType string          `json:"media_type,omitempty"`  // image
+	Data      []byte          `json:"-"`                     // image: never kept in the transcript
 }
 
 // Message is one turn of the conversation.
@@ -77,6 +79,9 @@ type ToolDef struct {
 	Description string
 	Properties  map[string]any // JSON-schema properties
 	Required    []string
+	// Extra holds the schema's other top-level keywords (a bridge tool's
+	// additionalProperties, …), passed to the provider as they are.
+	Extra map[string]any
 }
 
 // ModelRequest is one call to the model.
@@ -86,6 +91,9 @@ type ModelRequest struct {
 	System    string
 	Messages  []Message
 	Tools     []ToolDef
+	// OnText, when set, is told the turn's text so far each time the
+	// stream adds to it.
+	OnText func(text string)
 }
 
 // ModelResponse is the model's answer; StopReason is "tool_use" when it wants

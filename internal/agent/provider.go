@@ -1,14 +1,19 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	"github.com/openai/openai-go"
 	ooption "github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/shared"
@@ -32,7 +37,7 @@ func socketClient(path string) *http.Client {
 
 // NewModel returns the provider named by the job ("" means anthropic), talking
 // through httpClient. The agent holds no key: the host adds it.
-func NewModel(provider string, httpClient *http.Client, stream bool) (Model, error) {
+func NewModel(provider string, httpClient *http.Client) (Model, error) {
 	switch provider {
 	case "", "anthropic":
 		c := anthropic.NewClient(
@@ -40,8 +45,9 @@ func NewModel(provider string, httpClient *http.Client, stream bool) (Model, err
 			aoption.WithBaseURL(hostBaseURL),
 			aoption.WithHTTPClient(httpClient),
 			aoption.WithMaxRetries(2),
+			aoption.WithMiddleware(noRetryWhenDenied),
 		)
-		return &anthropicModel{client: c, stream: stream}, nil
+		return &anthropicModel{client: c}, nil
 	case "openai":
 		c := openai.NewClient(
 			ooption.WithBaseURL(hostBaseURL+"/v1/"),
@@ -49,6 +55,7 @@ func NewModel(provider string, httpClient *http.Client, stream bool) (Model, err
 			// No key leaves the sandbox, even if OPENAI_API_KEY leaked into its env: the host adds it.
 			ooption.WithHeaderDel("Authorization"),
 			ooption.WithMaxRetries(2),
+			ooption.WithMiddleware(noRetryWhenDenied),
 		)
 		return &openaiModel{client: c}, nil
 	default:
@@ -56,60 +63,70 @@ func NewModel(provider string, httpClient *http.Client, stream bool) (Model, err
 	}
 }
 
+// maxDeniedPeek bounds what is read of a 429's body to see whether the
+// host refused it: the host's refusals are one short JSON line.
+const maxDeniedPeek = 4 << 10
+
+// noRetryWhenDenied stops the SDKs' retries of a 429 the host itself
+// answered with a refusal ("denied: …") without saying when to come back,
+// such as the daily token budget: the same request gets the same answer,
+// so the run ends at once. A refusal with Retry-After (the socket's request
+// rate) and a provider's own 429 are retried as before: waiting cures them.
+func noRetryWhenDenied(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	resp, err := next(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests ||
+		resp.Header.Get("Retry-After") != "" || resp.Header.Get("Retry-After-Ms") != "" {
+		return resp, err
+	}
+	peek, rerr := io.ReadAll(io.LimitReader(resp.Body, maxDeniedPeek))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+	if rerr != nil {
+		return resp, nil
+	}
+	var v struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(peek, &v) == nil && strings.HasPrefix(v.Error, "denied:") {
+		resp.Header.Set("X-Should-Retry", "false")
+	}
+	return resp, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
 type anthropicModel struct {
 	client anthropic.Client
-	stream bool
 }
 
 func (m *anthropicModel) Complete(ctx context.Context, req ModelRequest) (ModelResponse, error) {
-	params := anthropic.MessageNewParams{
-		Model:     anthropic.Model(req.Model),
-		MaxTokens: int64(req.MaxTokens),
-		Messages:  toAnthropicMessages(req.Messages),
+	body, err := anthropicBody(req)
+	if err != nil {
+		return ModelResponse{}, err
 	}
-	if req.System != "" {
-		params.System = []anthropic.TextBlockParam{{Text: req.System}}
-	}
-	for _, t := range req.Tools {
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
-			Name:        t.Name,
-			Description: anthropic.String(t.Description),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Properties, Required: t.Required},
-		}})
-	}
-
-	var msg *anthropic.Message
-	if m.stream {
-		s := m.client.Messages.NewStreaming(ctx, params)
-		defer s.Close()
-		acc := &anthropic.Message{}
-		for s.Next() {
-			if err := acc.Accumulate(s.Current()); err != nil {
-				return ModelResponse{}, fmt.Errorf("anthropic stream: %w", err)
-			}
-		}
-		if err := s.Err(); err != nil {
+	// Always streamed: the answer shows as a draft while it is written, and
+	// the API refuses a non-streaming call that may run long. The SDK sends
+	// the body as it is and frames the stream (its error events included).
+	var raw *http.Response
+	err = m.client.Post(ctx, "v1/messages", body, &raw)
+	s := ssestream.NewStream[anthropicEvent](ssestream.NewDecoder(raw), err)
+	defer s.Close()
+	var ans anthropicAnswer
+	for s.Next() {
+		ev := s.Current()
+		if err := ans.add(&ev); err != nil {
 			return ModelResponse{}, fmt.Errorf("anthropic stream: %w", err)
 		}
-		msg = acc
-	} else {
-		var err error
-		msg, err = m.client.Messages.New(ctx, params)
-		if err != nil {
-			return ModelResponse{}, fmt.Errorf("anthropic: %w", err)
+		if req.OnText != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			req.OnText(ans.text())
 		}
 	}
-
-	resp := ModelResponse{StopReason: string(msg.StopReason)}
-	for _, b := range msg.Content {
-		switch b.Type {
-		case "text":
-			resp.Content = append(resp.Content, Block{Type: BlockText, Text: b.Text})
-		case "tool_use":
-			resp.Content = append(resp.Content, Block{Type: BlockToolUse, ID: b.ID, Name: b.Name, Input: safeJSON(b.Input)})
-		}
+	if err := s.Err(); err != nil {
+		return ModelResponse{}, fmt.Errorf("anthropic stream: %w", err)
 	}
-	return resp, nil
+	return ans.response(), nil
 }
 
 // objectOrEmpty is raw when it is a JSON object, else {}: the API accepts
@@ -120,34 +137,6 @@ func objectOrEmpty(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	return raw
-}
-
-func toAnthropicMessages(msgs []Message) []anthropic.MessageParam {
-	out := make([]anthropic.MessageParam, 0, len(msgs))
-	for _, m := range msgs {
-		var blocks []anthropic.ContentBlockParamUnion
-		for _, b := range m.Content {
-			switch b.Type {
-			case BlockText:
-				if b.Text != "" { // the API refuses empty text blocks
-					blocks = append(blocks, anthropic.NewTextBlock(b.Text))
-				}
-			case BlockToolUse:
-				blocks = append(blocks, anthropic.NewToolUseBlock(b.ID, objectOrEmpty(b.Input), b.Name))
-			case BlockToolResult:
-				blocks = append(blocks, anthropic.NewToolResultBlock(b.ToolUseID, b.Text, b.IsError))
-			}
-		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if m.Role == RoleAssistant {
-			out = append(out, anthropic.NewAssistantMessage(blocks...))
-		} else {
-			out = append(out, anthropic.NewUserMessage(blocks...))
-		}
-	}
-	return out
 }
 
 type openaiModel struct {
@@ -161,7 +150,9 @@ func (m *openaiModel) Complete(ctx context.Context, req ModelRequest) (ModelResp
 		Messages:  toOpenAIMessages(req.System, req.Messages),
 	}
 	for _, t := range req.Tools {
-		schema := shared.FunctionParameters{"type": "object", "properties": t.Properties}
+		schema := shared.FunctionParameters{}
+		maps.Copy(schema, t.Extra)
+		schema["type"], schema["properties"] = "object", t.Properties
 		if len(t.Required) > 0 {
 			schema["required"] = t.Required
 		}
@@ -171,8 +162,19 @@ func (m *openaiModel) Complete(ctx context.Context, req ModelRequest) (ModelResp
 			Parameters:  schema,
 		}})
 	}
-	res, err := m.client.Chat.Completions.New(ctx, params)
-	if err != nil {
+	s := m.client.Chat.Completions.NewStreaming(ctx, params)
+	defer s.Close()
+	var res openai.ChatCompletionAccumulator
+	for s.Next() {
+		chunk := s.Current()
+		if !res.AddChunk(chunk) {
+			return ModelResponse{}, fmt.Errorf("openai stream: a chunk does not continue the answer")
+		}
+		if req.OnText != nil && len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			req.OnText(res.Choices[0].Message.Content)
+		}
+	}
+	if err := s.Err(); err != nil {
 		return ModelResponse{}, fmt.Errorf("openai: %w", err)
 	}
 	if len(res.Choices) == 0 {
@@ -224,8 +226,8 @@ func toOpenAIMessages(system string, msgs []Message) []openai.ChatCompletionMess
 				out = append(out, openai.ToolMessage(text, b.ToolUseID))
 			}
 		}
-		if t := m.text(); t != "" {
-			out = append(out, openai.UserMessage(t))
+		if um, ok := openAIUser(m); ok {
+			out = append(out, um)
 		}
 	}
 	return out

@@ -75,6 +75,11 @@ type (
 		Text   string `json:"text"`
 		ChatID *int64 `json:"chat_id,omitempty"`
 	}
+	sendFileArgs struct {
+		Path    string `json:"path"`
+		Caption string `json:"caption,omitempty"`
+		ChatID  *int64 `json:"chat_id,omitempty"`
+	}
 	scheduleTaskArgs struct {
 		Prompt        string `json:"prompt"`
 		ScheduleType  string `json:"schedule_type"`
@@ -141,6 +146,11 @@ func (a *runner) toolSet() []tool {
 			Properties:  map[string]any{"text": str("message text"), "chat_id": integer("numeric Telegram chat id (default: this chat)")},
 			Required:    []string{"text"}},
 			func(ctx context.Context, args sendMessageArgs) (string, error) { return ipc("send_message")(ctx, args) }),
+		newTool(ToolDef{Name: "send_file",
+			Description: "Send a file from your workspace to a chat (default: this group's chat): JPEG, PNG or WebP images up to 10 MB as a photo, anything else up to 50 MB as a document. The host reads it when you call, so write it first; symlinks are not followed.",
+			Properties:  map[string]any{"path": str("absolute path under /workspace/group/ or /workspace/extra/<name>/"), "caption": str("optional caption, up to 1024 characters"), "chat_id": integer("numeric Telegram chat id (default: this chat)")},
+			Required:    []string{"path"}},
+			func(ctx context.Context, args sendFileArgs) (string, error) { return ipc("send_file")(ctx, args) }),
 		newTool(ToolDef{Name: "schedule_task",
 			Description: "Schedule a prompt to run later as the agent of a group; its output goes to that group's chat. cron: robfig/cron expression; interval: Go duration like 30m; once: RFC 3339 time.",
 			Properties: map[string]any{
@@ -177,28 +187,6 @@ func (a *runner) toolSet() []tool {
 		newTool(ToolDef{Name: "list_chats", Description: "List the chats the bot has seen (main group only).", Properties: map[string]any{}},
 			func(ctx context.Context, args noArgs) (string, error) { return ipc("list_chats")(ctx, args) }),
 	}
-}
-
-// ToolNames lists every tool the agent offers, in the order offered.
-func ToolNames() []string {
-	var r runner
-	var names []string
-	for _, t := range r.toolSet() {
-		names = append(names, t.def.Name)
-	}
-	return names
-}
-
-// CheckToolInput strictly decodes raw as the arguments of the named tool
-// without running it.
-func CheckToolInput(name string, raw []byte) error {
-	var r runner
-	for _, t := range r.toolSet() {
-		if t.def.Name == name {
-			return t.check(raw)
-		}
-	}
-	return fmt.Errorf("unknown tool %q", name)
 }
 
 // runTool executes one tool call; a failure is a result for the model, never a crash.

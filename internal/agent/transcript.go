@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 const (
-	transcriptName    = "transcript.json"
+	transcriptName    = domain.TranscriptFile
 	transcriptVersion = 1
 	// TranscriptBudget is the size the saved history is trimmed to.
 	TranscriptBudget = 200 << 10

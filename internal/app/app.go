@@ -1,5 +1,7 @@
-// Package app assembles the host: store, Telegram adapter, router, queue,
-// sandbox backend and runner, for `clawpen serve`.
+// Package app assembles the host for `clawpen serve` (NewHost: the
+// operations service, runner, router and scheduler, in dependency order, on
+// a store, a Telegram client and a sandbox backend), picks the backend, and
+// runs the checks of `clawpen doctor` through the same functions.
 package app
 
 import (
@@ -14,25 +16,25 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/ipc"
-	"github.com/clawpen/clawpen/internal/policy"
-	"github.com/clawpen/clawpen/internal/queue"
+	"github.com/clawpen/clawpen/internal/metrics"
+	"github.com/clawpen/clawpen/internal/mounts"
+	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/router"
 	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/sandbox/docker"
-	"github.com/clawpen/clawpen/internal/sandbox/pin"
 	"github.com/clawpen/clawpen/internal/scheduler"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
+	"github.com/clawpen/clawpen/internal/tools"
 )
 
 const offsetKey = "telegram_offset"
@@ -52,11 +54,56 @@ func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	return st, nil
 }
 
+// MountPolicy is the mount allowlist as this configuration reads it.
+func MountPolicy(cfg config.Config, log *slog.Logger) *mounts.Policy {
+	return mounts.NewPolicy(mounts.PolicyConfig{Allowlist: cfg.MountAllowlist, DataDir: cfg.DataDir, GroupsDir: cfg.GroupsDir,
+		Root: cfg.Root, HostRoot: cfg.HostRoot}, log)
+}
+
 // PinDir is where a root host pins bind sources for bwrap: on /run (a
 // tmpfs every user can traverse), one directory per data dir.
 func PinDir(cfg config.Config) string {
 	sum := sha256.Sum256([]byte(cfg.DataDir))
 	return filepath.Join("/run/clawpen", hex.EncodeToString(sum[:6]))
+}
+
+// CgroupName is this host's directory of sandbox cgroups under its own
+// cgroup: one per data dir, so a restart removes what a crash left.
+func CgroupName(cfg config.Config) string {
+	sum := sha256.Sum256([]byte(cfg.DataDir))
+	return "clawpen-" + hex.EncodeToString(sum[:6])
+}
+
+// instance names what a host makes outside its data dir, so that two never
+// touch each other's: serve's names derive from the data dir (a restart
+// cleans what a crash left), doctor's are its own (it may run beside a
+// serving host).
+type instance struct {
+	bwrapPins  string // root host: where bwrap's bind sources are pinned
+	dockerPins string // root host: where Docker's idmapped pins are made
+	cgroup     string // bwrap's sandbox cgroups; "" is a random name, removed on close
+}
+
+func serveInstance(cfg config.Config) instance {
+	return instance{bwrapPins: PinDir(cfg), dockerPins: filepath.Join(cfg.DataDir, "pins"), cgroup: CgroupName(cfg)}
+}
+
+// setupError is a step of the host's start that failed, with what the
+// operator can do about it.
+type setupError struct {
+	err error
+	fix string
+}
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// fixOf is the fix a setupError in err's chain names, or "".
+func fixOf(err error) string {
+	if se, ok := errors.AsType[*setupError](err); ok {
+		return se.fix
+	}
+	return ""
 }
 
 // prepareDataDir creates data/ private to the host: sandboxes reach their
@@ -75,46 +122,36 @@ func prepareDataDir(dir string) error {
 	return nil
 }
 
-// SandboxUser is the host user the sandbox runs as. A non-root host runs it
-// as itself; a root host uses the owner of groups/, or uid/gid 1000 when
-// groups/ belongs to root, so sandbox uid 1000 never maps to host root.
-func SandboxUser(groupsDir string) (uid, gid int, err error) {
-	if os.Geteuid() != 0 {
-		return -1, -1, nil
-	}
-	if err := os.MkdirAll(groupsDir, 0o755); err != nil {
-		return 0, 0, fmt.Errorf("create %s: %w", groupsDir, err)
-	}
-	fi, err := os.Stat(groupsDir)
-	if err != nil {
-		return 0, 0, fmt.Errorf("stat %s: %w", groupsDir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && st.Uid != 0 {
-		return int(st.Uid), int(st.Gid), nil
-	}
-	return sandbox.UID, sandbox.GID, nil
-}
-
-// AgentBin finds clawpen-agent: CLAWPEN_AGENT_BIN, beside this executable, then $PATH.
+// AgentBin finds clawpen-agent: CLAWPEN_AGENT_BIN, beside this executable,
+// then $PATH. The path is resolved: bind sources are opened with no symlink
+// in any component.
 func AgentBin(cfg config.Config) (string, error) {
 	if cfg.AgentBin != "" {
-		if _, err := os.Stat(cfg.AgentBin); err != nil {
+		p, err := filepath.Abs(cfg.AgentBin)
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil {
 			return "", fmt.Errorf("CLAWPEN_AGENT_BIN=%s: %w", cfg.AgentBin, err)
 		}
-		return filepath.Abs(cfg.AgentBin)
+		return p, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "clawpen-agent")
-		if _, err := os.Stat(p); err == nil {
+		if p, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(exe), "clawpen-agent")); err == nil {
 			return p, nil
 		}
 	}
 	p, err := exec.LookPath("clawpen-agent")
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
 	if err != nil {
 		return "", errors.New("clawpen-agent not found beside clawpen nor in $PATH: run `make build` or set CLAWPEN_AGENT_BIN")
 	}
-	return filepath.Abs(p)
+	return p, nil
 }
 
 // unavailable is the backend when no sandbox can be made: every run fails
@@ -130,14 +167,40 @@ func (u unavailable) Run(context.Context, sandbox.Spec) (sandbox.Result, error) 
 // or auto (Docker when the engine answers and the agent image exists, else
 // bwrap). It never returns an unsandboxed runner: when nothing works it
 // returns one that refuses every run with the reasons. The uid/gid are the
-// host user the sandbox writes as; close releases the backend.
-func Backend(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) (sb runner.Sandbox, uid, gid int, close func()) {
+// host user the sandbox writes as (SandboxUser; -1 = the host's own); close
+// releases the backend.
+func Backend(ctx context.Context, cfg config.Config, log *slog.Logger) (sb runner.Sandbox, uid, gid int, close func()) {
+	return backend(ctx, cfg, serveInstance(cfg), log)
+}
+
+// RunBackend is Backend for `clawpen run`: with pins and cgroups of its
+// own, removed on close, so it may run beside serve (whose start cleans its
+// own). It fails closed like Backend.
+func RunBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (sb runner.Sandbox, uid, gid int, close func()) {
+	inst, clean := ownInstance(cfg, "run")
+	sb, uid, gid, closeSB := backend(ctx, cfg, inst, log)
+	return sb, uid, gid, func() { closeSB(); clean() }
+}
+
+// Unavailable is why sb refuses every run (no backend works), or nil.
+func Unavailable(sb runner.Sandbox) error {
+	if u, ok := sb.(unavailable); ok {
+		return u.err
+	}
+	return nil
+}
+
+func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Logger) (sb runner.Sandbox, uid, gid int, close func()) {
 	noop := func() {}
+	uid, gid, err := SandboxUser(cfg.SandboxUser)
+	if err != nil {
+		return unavailable{fmt.Errorf("no sandbox: %w", err)}, -1, -1, noop
+	}
 	var reasons []string
 	if cfg.Sandbox == "docker" || cfg.Sandbox == "auto" {
-		d, err := dockerBackend(ctx, cfg, getenv, log)
+		d, err := dockerBackend(ctx, cfg, inst, uid, gid, log)
 		if err == nil {
-			return d, sandbox.UID, sandbox.GID, func() { _ = d.Close() }
+			return d, uid, gid, func() { _ = d.Close() }
 		}
 		if cfg.Sandbox == "docker" {
 			return unavailable{fmt.Errorf("no sandbox: CLAWPEN_SANDBOX=docker: %w", err)}, -1, -1, noop
@@ -145,29 +208,25 @@ func Backend(ctx context.Context, cfg config.Config, getenv func(string) string,
 		log.Info("Docker sandbox not available; trying bubblewrap", "reason", err)
 		reasons = append(reasons, "docker: "+err.Error())
 	}
-	uid, gid, err := SandboxUser(cfg.GroupsDir)
-	if err != nil {
-		return unavailable{fmt.Errorf("no sandbox: %w", err)}, -1, -1, noop
-	}
-	b, err := bwrapBackend(ctx, cfg, uid, gid, log)
+	b, err := bwrapBackend(ctx, cfg, inst, uid, gid, log)
 	if err != nil {
 		reasons = append(reasons, "bwrap: "+err.Error())
 		return unavailable{fmt.Errorf("no sandbox: %s", strings.Join(reasons, "; "))}, uid, gid, noop
 	}
-	return b, uid, gid, noop
+	return b, uid, gid, func() { _ = b.Close() }
 }
 
-func bwrapBackend(ctx context.Context, cfg config.Config, uid, gid int, log *slog.Logger) (*bwrap.Backend, error) {
+func bwrapBackend(ctx context.Context, cfg config.Config, inst instance, uid, gid int, log *slog.Logger) (*bwrap.Backend, error) {
 	bin, err := AgentBin(cfg)
 	if err != nil {
-		return nil, err
+		return nil, &setupError{err, "run `make build` (builds bin/clawpen and bin/clawpen-agent)"}
 	}
-	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, Logger: log}
+	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, CgroupName: inst.cgroup, Logger: log}
 	if os.Geteuid() == 0 {
 		// The unprivileged sandbox user binds pinned copies of the sources,
 		// so the project may live anywhere, /root included.
-		bc.PinDir = PinDir(cfg)
-		if err := pin.Clean(bc.PinDir); err != nil {
+		bc.PinDir = inst.bwrapPins
+		if err := sandbox.CleanPins(bc.PinDir); err != nil {
 			return nil, err
 		}
 	}
@@ -176,95 +235,80 @@ func bwrapBackend(ctx context.Context, cfg config.Config, uid, gid int, log *slo
 		return nil, err
 	}
 	if err := b.Check(ctx); err != nil {
-		return nil, fmt.Errorf("bubblewrap cannot create its namespaces: %w", err)
+		_ = b.Close()
+		return nil, &setupError{fmt.Errorf("bubblewrap cannot create its namespaces: %w", err),
+			"allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0) " +
+				"or run inside a VM/container that permits them"}
 	}
+	log.Info("sandbox cgroups", "where", b.Cgroups())
 	return b, nil
 }
 
 // dockerBackend connects to the engine and checks the image. The container
-// runs as uid 1000 with no user-namespace mapping, so the host must be root
-// (it hands the group's folders to 1000) or be uid 1000 itself.
-func dockerBackend(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) (*docker.Backend, error) {
-	if euid := os.Geteuid(); euid != 0 && euid != sandbox.UID {
+// runs as uid 1000. A root host on the Docker host binds idmapped pins, so
+// that what it writes lands on disk as the sandbox user uid:gid. A host that
+// is not root must be uid 1000 itself (the host image): the container then
+// writes as the host's own user. A root host in a container cannot pin on
+// the Docker host and is refused rather than let sandboxes write as
+// whoever holds uid 1000 there.
+func dockerBackend(ctx context.Context, cfg config.Config, inst instance, uid, gid int, log *slog.Logger) (*docker.Backend, error) {
+	euid := os.Geteuid()
+	if euid != 0 && euid != sandbox.UID {
 		return nil, fmt.Errorf("the Docker sandbox writes as uid %d; run the host as root or as uid %d", sandbox.UID, sandbox.UID)
 	}
-	dc := docker.Config{Image: cfg.AgentImage, Runtime: getenv("CLAWPEN_DOCKER_RUNTIME"), HostPath: hostPathMapper(getenv), Instance: cfg.DataDir, Logger: log}
-	if os.Geteuid() == 0 && dc.HostPath == nil {
-		// Extra mounts are pinned by descriptor (see docker/pin.go); a
-		// containerised host cannot do this and binds by validated path.
-		dc.PinDir = filepath.Join(cfg.DataDir, "pins")
-		if err := pin.Clean(dc.PinDir); err != nil {
+	dc := docker.Config{Image: cfg.AgentImage, Runtime: cfg.DockerRuntime, Root: cfg.Root, HostRoot: cfg.HostRoot, Instance: cfg.DataDir, Logger: log}
+	if euid == 0 {
+		if dc.HostRoot != "" {
+			return nil, errors.New("a root host in a container (CLAWPEN_HOST_ROOT) cannot make idmapped binds on the Docker host, " +
+				"so sandboxes would write as whoever holds uid 1000 there: run the host container as uid 1000 (docs/host-container.md), " +
+				"or run clawpen on the Docker host itself")
+		}
+		dc.PinDir = inst.dockerPins
+		dc.DiskUID, dc.DiskGID = uid, gid
+		if err := sandbox.CleanPins(dc.PinDir); err != nil {
 			return nil, err
 		}
 	}
 	d, err := docker.New(ctx, dc)
 	if err != nil {
-		return nil, err
+		return nil, &setupError{err, "install Docker (apt-get install docker.io) and start it, or use bwrap"}
 	}
 	if err := d.Check(ctx); err != nil {
 		_ = d.Close()
 		return nil, err
 	}
-	return d, nil
-}
-
-// hostPathMapper translates paths of this process into paths on the Docker
-// host, for a host that itself runs in a container: CLAWPEN_HOST_ROOT=/srv/clawpen
-// with CLAWPEN_ROOT=/app means /app/groups/x is /srv/clawpen/groups/x to the engine.
-func hostPathMapper(getenv func(string) string) func(string) string {
-	hostRoot, root := getenv("CLAWPEN_HOST_ROOT"), getenv("CLAWPEN_ROOT")
-	if hostRoot == "" || root == "" {
-		return nil
+	if err := d.CheckHostRoot(ctx, cfg.DataDir, cfg.GroupsDir); err != nil {
+		_ = d.Close()
+		return nil, err
 	}
-	root = filepath.Clean(root)
-	return func(p string) string {
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return p
-		}
-		return filepath.Join(hostRoot, rel)
+	if err := os.MkdirAll(cfg.GroupsDir, 0o755); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("create %s: %w", cfg.GroupsDir, err)
 	}
-}
-
-// RetryBackoff reads CLAWPEN_RETRY_BACKOFF ("5s,30s,2m"), the waits between
-// retries of a failed agent run before the chat is told.
-func RetryBackoff(getenv func(string) string) ([]time.Duration, error) {
-	v := getenv("CLAWPEN_RETRY_BACKOFF")
-	if v == "" {
-		return []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}, nil
-	}
-	var out []time.Duration
-	for _, part := range strings.Split(v, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(part))
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("CLAWPEN_RETRY_BACKOFF=%q: want durations separated by commas, e.g. 5s,30s,2m", v)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-// MinInterval reads CLAWPEN_MIN_INTERVAL, the shortest repeat a task may
-// have (default 1m; tests lower it).
-func MinInterval(getenv func(string) string) (time.Duration, error) {
-	v := getenv("CLAWPEN_MIN_INTERVAL")
-	if v == "" {
-		return time.Minute, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("CLAWPEN_MIN_INTERVAL=%q: want a Go duration of at least 1s", v)
+	if err := d.CheckPins(cfg.GroupsDir); err != nil {
+		_ = d.Close()
+		return nil, &setupError{fmt.Errorf("the sandbox's folders cannot be bound as %s: %w", cfg.SandboxUser, err),
+			"keep groups/ and data/ on a filesystem that supports idmapped mounts (ext4, xfs, btrfs, tmpfs) on Linux 5.12 or later, or use bwrap"}
 	}
 	return d, nil
+}
+
+// Hooks are what a caller may change of the host Serve builds; `clawpen
+// serve` passes the zero value, the host as it ships. They exist for
+// clawpen-bench, which times this very host instead of wiring a copy of it.
+type Hooks struct {
+	// Sandbox, when set, wraps the backend Serve picked, after /status was
+	// told what it is (the bench stamps each Run).
+	Sandbox func(runner.Sandbox) runner.Sandbox
+	// Pacing overrides Telegram's send limits (the bench turns them off:
+	// holding an answer back for the chat's next free second is not the
+	// host's overhead).
+	Pacing telegram.Pacing
 }
 
 // Serve runs the host until ctx is done.
-func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger) error {
+func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks) error {
 	if err := cfg.RequireServe(); err != nil {
-		return err
-	}
-	backoff, err := RetryBackoff(getenv)
-	if err != nil {
 		return err
 	}
 	if cfg.DebugAddr != "" {
@@ -296,165 +340,217 @@ func Serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		}
 	}
 
-	mountPolicy := NewMountPolicy(cfg, log)
+	mountPolicy := MountPolicy(cfg, log)
 	_, _ = mountPolicy.Current() // load now so a malformed file is reported at start
 
-	backend, uid, gid, closeBackend := Backend(ctx, cfg, getenv, log)
+	backend, uid, gid, closeBackend := Backend(ctx, cfg, log)
 	defer closeBackend()
 	if os.Geteuid() == 0 {
 		// Every run releases its pins; drop the host's pin directory too.
-		defer func() { _ = pin.Clean(PinDir(cfg)); _ = os.Remove(PinDir(cfg)) }()
+		defer func() { _ = sandbox.CleanPins(PinDir(cfg)); _ = os.Remove(PinDir(cfg)) }()
 	}
-	if d, ok := backend.(*docker.Backend); ok {
+	switch b := backend.(type) {
+	case *docker.Backend:
 		// Containers do not die with the host; remove what a crash left.
-		n, err := d.RemoveOrphans(ctx)
+		n, err := b.RemoveOrphans(ctx)
 		if err != nil {
 			return fmt.Errorf("remove orphaned sandbox containers: %w", err)
 		}
 		if n > 0 {
 			log.Info("removed orphaned sandbox containers", "count", n)
 		}
+	case *bwrap.Backend:
+		// A sandbox caught by a crash before its limits were set outlives it.
+		n, err := b.KillOrphans()
+		if err != nil {
+			return fmt.Errorf("kill orphaned sandboxes: %w", err)
+		}
+		if n > 0 {
+			log.Info("killed orphaned sandboxes", "count", n)
+		}
 	}
-	if u, ok := backend.(unavailable); ok {
-		log.Error("agents will not run", "reason", u.err)
-	} else {
-		log.Info("sandbox ready", "backend", backend.Name(), "uid", uid, "gid", gid)
+	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20}
+	if uid >= 0 {
+		host.User = cfg.SandboxUser
+	}
+	switch b := backend.(type) {
+	case unavailable:
+		log.Error("agents will not run", "reason", b.err)
+		host = router.HostStatus{NoSandbox: b.err.Error()}
+	case *bwrap.Backend:
+		host.Limits = "cgroup " + string(b.CgroupMode())
+	case *docker.Backend:
+		host.Limits = "Docker's cgroups"
+	}
+	if host.Backend != "" {
+		log.Info("sandbox ready", "backend", backend.Name(), "user", host.User, "uid", uid, "gid", gid)
 	}
 
-	tg, err := telegram.New(ctx, telegram.Config{Token: cfg.TelegramToken, APIURL: cfg.TelegramAPIURL, Logger: log})
+	tg, err := telegram.New(ctx, telegram.Config{Token: cfg.TelegramToken, APIURL: cfg.TelegramAPIURL, Logger: log, Pacing: hooks.Pacing})
 	if err != nil {
 		return fmt.Errorf("connect to Telegram: %w", err)
 	}
-
-	limits := sandbox.DefaultLimits
-	limits.Timeout = cfg.AgentTimeout
-	run := runner.New(runner.Config{
-		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: uid, RunAsGID: gid,
-		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
-		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
-		Mounts: func(ctx context.Context, g domain.Group) []sandbox.Mount {
-			ms, refused := mountPolicy.Resolve(g)
-			for _, r := range refused {
-				log.Warn("extra mount refused", "group", g.Folder, "rule", r.Rule, "path", r.Path, "reason", r.Reason)
-				_ = st.Audit(ctx, domain.AuditEntry{Time: time.Now(), Group: g.Folder, Operation: "mount", Decision: "deny", Reason: r.Reason})
-			}
-			return ms
-		},
-		Upstreams: hostsock.Config{
-			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
-			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},
-		},
-	}, backend)
-
-	minInterval, err := MinInterval(getenv)
+	chosen := backend
+	m := newMetrics(cfg)
+	backend = m.Sandbox(backend)
+	if hooks.Sandbox != nil {
+		backend = hooks.Sandbox(backend)
+	}
+	h, err := NewHost(ctx, cfg, Parts{Store: st, Telegram: tg, Sandbox: backend, RunAsUID: uid, RunAsGID: gid, Status: host, Mounts: mountPolicy, Metrics: m}, log)
 	if err != nil {
 		return err
 	}
-	defaultPolicy, err := policy.Parse([]byte(getenv("CLAWPEN_SENDER_POLICY")), policy.Default)
-	if err != nil {
-		return fmt.Errorf("CLAWPEN_SENDER_POLICY: %w", err)
+	if cfg.MetricsAddr != "" {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		waitMetrics, err := startMetrics(mctx, cfg, m, h, chosen, log)
+		if err != nil {
+			stopMetrics()
+			return err
+		}
+		defer waitMetrics()
+		defer stopMetrics()
 	}
-	var (
-		q     *queue.Queue
-		sched *scheduler.Scheduler
-		rt    *router.Router
-	)
-	ipcHandler := ipc.New(ipc.Config{
-		Store: st, GroupsDir: cfg.GroupsDir, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
-		WakeDelivery: func() { rt.WakeDelivery() }, WakeScheduler: func() { sched.Wake() },
-		CheckMounts: mountPolicy.CheckRequests,
-	})
-	run.SetIPC(ipcHandler.Handle)
-	rt, err = router.New(ctx, router.Config{
-		Store: st, Messenger: tg, Agents: run,
-		Kick:        func(g string) { q.Kick(g) },
-		MinInterval: minInterval, WakeScheduler: func() { sched.Wake() }, DefaultPolicy: defaultPolicy,
-		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: tg.Username(),
-		GroupsDir: cfg.GroupsDir, TZ: cfg.TZ, Logger: log,
-		Status: func(ctx context.Context) string {
-			s := q.Stats()
-			return fmt.Sprintf("Sandbox: %s, %d running (max %d).\nGroups running: %s\nWaiting: %v\n%s\n",
-				run.Backend(), run.Running(), cfg.MaxConcurrent, strings.Join(s.Running, ", "), s.Waiting, mountPolicy.Status())
-		},
-	})
-	if err != nil {
-		return err
-	}
-	q = queue.New(ctx, queue.Config{MaxConcurrent: cfg.MaxConcurrent, Pending: rt.Pending, GiveUp: rt.GiveUp, Backoff: backoff, Logger: log,
-		Permanent: func(err error) bool { return errors.Is(err, runner.ErrNoSandbox) }})
-	sched = scheduler.New(scheduler.Config{
-		Store: st, Loc: cfg.TZ, MinInterval: minInterval, Logger: log,
-		Dispatch: func(ctx context.Context, t domain.Task) {
-			q.Add(t.Group, func(ctx context.Context) error { return rt.RunTask(ctx, t) })
-		},
-	})
 
-	var cmds []telegram.Command
-	for _, c := range router.Commands {
-		cmds = append(cmds, telegram.Command{Name: c.Name, Description: c.Description})
-	}
-	if err := tg.SetCommands(ctx, cmds); err != nil {
-		log.Warn("register commands with Telegram", "err", err)
-	}
-	if code := rt.PairingCode(); code != "" {
+	if code := h.Router.PairingCode(); code != "" {
 		fmt.Fprintf(os.Stdout, "No owner yet. Send this to @%s in a private chat to become the owner:\n\n    /pair %s\n\n", tg.Username(), code)
 		log.Info("waiting for pairing", "bot", tg.Username())
 	}
+	return h.Run(ctx)
+}
 
-	// Everything that writes to the store finishes before it is closed.
-	var background sync.WaitGroup
-	defer background.Wait()
-	background.Go(func() { rt.Deliver(ctx) })
-	background.Go(func() {
-		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("scheduler stopped", "err", err)
-		}
-	})
-	if err := rt.RecoverPending(ctx); err != nil {
-		return err
+// Parts are what a host is built on: its store, its Telegram client, its
+// sandbox backend (and the user sandboxes write as: -1 the host's own),
+// what /status says of that backend, and the mount allowlist.
+type Parts struct {
+	Store              *store.Store
+	Telegram           *telegram.Client
+	Sandbox            runner.Sandbox
+	RunAsUID, RunAsGID int
+	Status             router.HostStatus
+	Mounts             *mounts.Policy
+	// Metrics hears what the host does; nil counts nothing.
+	Metrics *metrics.Metrics
+}
+
+// ownerMenu is the command menu of the owner's chat.
+func ownerMenu() []telegram.Command {
+	cmds := make([]telegram.Command, 0, len(router.Commands))
+	for _, c := range router.Commands {
+		cmds = append(cmds, telegram.Command{Name: c.Name, Description: c.Description})
 	}
+	return cmds
+}
 
+// Host is serve's components, each built with what it needs, in the order
+// they depend on each other: the operations service, the runner (which
+// answers its sockets through the service), the router (which runs the
+// runner from its queue and asks the service for the owner's commands) and
+// the scheduler (which hands due tasks to the router, and hears from the
+// service when tasks change). The Telegram client feeds the router.
+type Host struct {
+	Ops       *ops.Service
+	Runner    *runner.Runner
+	Router    *router.Router
+	Scheduler *scheduler.Scheduler
+
+	store     *store.Store
+	telegram  *telegram.Client
+	retention time.Duration // CLAWPEN_RETENTION; 0 keeps everything
+	log       *slog.Logger
+}
+
+// NewHost builds the host's components on p, as cfg says.
+func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) (*Host, error) {
+	operations := ops.New(ops.Config{Store: p.Store, GroupsDir: cfg.GroupsDir, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Mounts: p.Mounts, Profiles: cfg.Profiles,
+		Tools: tools.NewDir(cfg.ToolsDir), ToolEnv: cfg.ToolEnv, Logger: log,
+		Refused: func(op ops.Op) { p.Metrics.IPCRefused(string(op)) }})
+	run := NewRunner(cfg, p, operations, log)
+	rt, err := router.New(ctx, router.Config{
+		Store: p.Store, Messenger: p.Telegram, Agents: run, Ops: operations,
+		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: p.Telegram.Username(),
+		TZ: cfg.TZ, Logger: log, MaxConcurrent: cfg.MaxConcurrent, RetryBackoff: cfg.RetryBackoff,
+		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, Observer: p.Metrics,
+		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
+		Now:     cfg.UsageNow,
+		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20,
+		Drafts: p.Telegram,
+		Menu: func(ctx context.Context, owner int64) error {
+			return p.Telegram.SetCommandMenu(ctx, owner, ownerMenu())
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sched := scheduler.New(scheduler.Config{
+		Store: p.Store, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Logger: log,
+		Dispatch: rt.Schedule, Changed: operations.TasksChanged(),
+	})
+	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, store: p.Store, telegram: p.Telegram, retention: cfg.Retention, log: log}, nil
+}
+
+// NewRunner is the runner serve builds on p, as cfg says, answering its
+// sockets through operations; `clawpen run` builds its own with it.
+func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Logger) *runner.Runner {
+	limits := sandbox.DefaultLimits
+	limits.Timeout = cfg.AgentTimeout
+	limits.DiskBytes = cfg.DiskMB << 20
+	return runner.New(runner.Config{
+		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: p.RunAsUID, RunAsGID: p.RunAsGID,
+		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
+		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
+		Upstreams: hostsock.Config{
+			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
+			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},
+			MaxTokens: cfg.MaxTokens,
+			Egress:    hostsock.EgressLimits{MaxBytes: cfg.EgressMB << 20},
+		},
+		Ops: operations, Mounts: p.Mounts, Audit: countedAudit(p.Store.Audit, p.Metrics),
+		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
+		Usage:   countedUsage{p.Store, p.Metrics}, Now: cfg.UsageNow, TZ: cfg.TZ,
+		Warm: runner.WarmConfig{Size: cfg.Warm, Idle: cfg.WarmIdle, Group: p.Store.GroupByFolder},
+	}, p.Sandbox)
+}
+
+// Run serves until ctx is done: the router (its queues and delivery), the
+// scheduler, and the Telegram poll that feeds the router, from the offset
+// the last run saved. It returns once everything that writes to the store
+// has stopped; an error of one part stops the others.
+func (h *Host) Run(ctx context.Context) error {
 	offset := int64(0)
-	if v, ok, err := st.State(ctx, offsetKey); err != nil {
+	if v, ok, err := h.store.State(ctx, offsetKey); err != nil {
 		return fmt.Errorf("read update offset: %w", err)
 	} else if ok {
 		offset, _ = strconv.ParseInt(v, 10, 64)
 	}
-	log.Info("clawpen serving", "bot", tg.Username(), "sandbox", backend.Name(), "offset", offset)
-	err = tg.Poll(ctx, offset,
-		func(ctx context.Context, u telegram.Update) error {
-			if u.Message == nil {
-				return nil
-			}
-			return rt.Handle(ctx, Inbound(u.Message))
-		},
-		func(ctx context.Context, next int64) error {
-			// The update was handled; persist that even during shutdown, or
-			// a restart would offer it again.
-			return st.SetState(context.WithoutCancel(ctx), offsetKey, strconv.FormatInt(next, 10))
-		})
-	q.Wait()
-	if ctx.Err() != nil {
-		return nil
+	h.log.Info("clawpen serving", "bot", h.telegram.Username(), "sandbox", h.Runner.Backend(), "offset", offset)
+	g, gctx := errgroup.WithContext(ctx)
+	h.Runner.StartWarm(gctx)
+	g.Go(func() error { return h.Router.Run(gctx) })
+	g.Go(func() error { return h.Scheduler.Run(gctx) })
+	if h.retention > 0 {
+		g.Go(func() error { pruneLoop(gctx, h.store, h.retention, h.log); return nil })
 	}
+	// Not part of the group: it ends with ctx and never fails the host.
+	go pageOutWhenIdle(gctx, h.log)
+	g.Go(func() error {
+		err := h.telegram.Poll(gctx, offset,
+			func(ctx context.Context, u telegram.Update) error {
+				if u.Message == nil {
+					return nil
+				}
+				return h.Router.Handle(ctx, *u.Message)
+			},
+			func(ctx context.Context, next int64) error {
+				// The update was handled; persist that even during shutdown, or
+				// a restart would offer it again.
+				return h.store.SetState(context.WithoutCancel(ctx), offsetKey, strconv.FormatInt(next, 10))
+			})
+		if gctx.Err() != nil {
+			return nil // shutting down (or another part failed: its error is the one)
+		}
+		return err
+	})
+	err := g.Wait()
+	h.Runner.StopWarm()
 	return err
-}
-
-// Inbound converts a Telegram message for the router.
-func Inbound(m *telegram.Incoming) router.Inbound {
-	return router.Inbound{
-		ChatID: m.ChatID, ChatType: m.ChatType, ChatTitle: m.ChatTitle, MessageID: m.MessageID,
-		ThreadID: topic(m), SenderID: m.SenderID, SenderName: m.SenderName, SenderIsBot: m.SenderIsBot,
-		Text: m.Text, Time: m.Date, MentionsBot: m.MentionsBot, ReplyToBot: m.ReplyToBot,
-		MigrateToChatID: m.MigrateToChatID, MigrateFromChatID: m.MigrateFromChatID,
-	}
-}
-
-// topic is the forum topic to answer in. Outside forums Telegram also sets a
-// thread id on replies, and sending to it fails, so only topics count.
-func topic(m *telegram.Incoming) int {
-	if m.IsTopicMessage {
-		return m.ThreadID
-	}
-	return 0
 }

@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clawpen/clawpen/internal/app"
+	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/fakellm"
 	"github.com/clawpen/clawpen/internal/faketg"
@@ -31,13 +36,11 @@ func groupChat(i int) int64 { return -1_000_000_000 - int64(i) }
 // groupFolder is the folder of registered group i.
 func groupFolder(i int) string { return fmt.Sprintf("g%05d", i) }
 
-// sandboxUser is who sandboxes run as: uid/gid 1000 on a root host (never
-// root itself), the host's own user (-1) otherwise, as `clawpen serve` does.
-func sandboxUser() (uid, gid int) {
-	if os.Geteuid() == 0 {
-		return sandbox.UID, sandbox.GID
-	}
-	return -1, -1
+// sandboxUser is who sandboxes run as, by `clawpen serve`'s rule
+// (app.SandboxUser): the dedicated sandbox user on a root host, the host's
+// own user (-1) otherwise.
+func sandboxUser(o Options) (uid, gid int, err error) {
+	return app.SandboxUser(cmp.Or(o.SandboxUser, config.DefaultSandboxUser))
 }
 
 // scratch is a temporary directory tree for one measurement.
@@ -48,7 +51,11 @@ type scratch struct {
 
 // newScratch makes a temporary root (mode 0755, so the sandbox user can
 // traverse it) holding groups/ and data/ as a host's working directory would.
-func newScratch(prefix string) (*scratch, error) {
+func newScratch(o Options, prefix string) (*scratch, error) {
+	uid, gid, err := sandboxUser(o)
+	if err != nil {
+		return nil, err
+	}
 	root, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, fmt.Errorf("scratch dir: %w", err)
@@ -57,7 +64,6 @@ func newScratch(prefix string) (*scratch, error) {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("scratch dir: %w", err)
 	}
-	uid, gid := sandboxUser()
 	s := &scratch{Root: root, UID: uid, GID: gid}
 	if err := s.Dirs("groups", "groups/global", "data"); err != nil {
 		s.Close()
@@ -110,14 +116,42 @@ func (s *scratch) GroupSpec(folder string, isMain bool) (sandbox.Spec, error) {
 }
 
 // newBwrap is clawpen's bwrap backend for the agent binary, run as the
-// scratch's sandbox user. command, when given, replaces the agent; pinDir
-// (root only) pins every bind source first as a root host does.
-func newBwrap(o Options, s *scratch, pinDir string, command ...string) (*bwrap.Backend, error) {
-	be, err := bwrap.New(bwrap.Config{AgentBin: o.AgentBin, RunAsUID: s.UID, RunAsGID: s.GID, PinDir: pinDir, Command: command})
+// scratch's sandbox user, each sandbox in its own cgroup as under `clawpen
+// serve` (the caller closes it). command, when given, replaces the agent;
+// pinDir (root only) pins every bind source first as a root host does.
+func newBwrap(o Options, s *scratch, pinDir string, baseline bool, command ...string) (*bwrap.Backend, error) {
+	cfg := bwrap.Config{AgentBin: o.AgentBin, RunAsUID: s.UID, RunAsGID: s.GID, PinDir: pinDir, Command: command}
+	newBackend := bwrap.New
+	if baseline {
+		newBackend = bwrap.NewBaseline
+	}
+	be, err := newBackend(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap backend: %w", err)
 	}
 	return be, nil
+}
+
+// HostBin finds the clawpen binary the serve rows run: beside this program
+// (bin/clawpen beside bin/clawpen-bench, as `make bench` builds them), then
+// $PATH. The path is resolved, so a footprint row names the file it measured.
+func HostBin() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		if p, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(exe), "clawpen")); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("clawpen")
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		return "", errors.New("clawpen not found beside clawpen-bench nor in $PATH: run `make bench` (builds bin/clawpen and bin/clawpen-bench)")
+	}
+	return p, nil
 }
 
 // fakes are the fake Telegram and fake model on loopback.
@@ -154,8 +188,8 @@ func registerGroups(ctx context.Context, st *store.Store, n int) error {
 
 // becomeSubreaper makes this process the reaper of orphaned descendants:
 // bwrap leaves its PID-namespace init to be reparented, and without this it
-// would go to PID 1 (slow, or never, in a container) and count against the
-// sandbox user's process limit meanwhile.
+// would go to PID 1 (slow, or never, in a container) and pile up as zombies
+// meanwhile.
 func becomeSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become child subreaper: %w", err)

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/retry"
 	"github.com/clawpen/clawpen/internal/store"
 )
 
@@ -44,20 +48,22 @@ func footprint(ctx context.Context, o Options) Section {
 	if err != nil {
 		return failed(sec, err)
 	}
-	sec.Rows = append(sec.Rows, Latency("serve start-up to first getUpdates, 0 groups", startup))
-	sec.Rows = append(sec.Rows, Value("RSS idle, 0 groups", "MB", idle).WithTarget("< 20 MB", idle < 20))
+	sec.Rows = append(sec.Rows, Latency("serve start-up to first getUpdates, 0 groups", startup),
+		Value("RSS idle, 0 groups", "MB", idle.total).WithTarget("≤ 12 MB", idle.total <= 12),
+		Value("RSS idle, 0 groups: anonymous", "MB", idle.anon),
+		Value("RSS idle, 0 groups: file-backed", "MB", idle.file))
 	_, idle1k, err := serveIdle(ctx, o, 1_000, 1)
 	if err != nil {
 		return failed(sec, err)
 	}
-	sec.Rows = append(sec.Rows, Value("RSS idle, 1,000 groups", "MB", idle1k).WithTarget("< 40 MB", idle1k < 40))
+	sec.Rows = append(sec.Rows, Value("RSS idle, 1,000 groups", "MB", idle1k.total).WithTarget("< 40 MB", idle1k.total < 40))
 
 	msgs := 10_000
 	if o.Quick {
 		msgs = 2_000
 	}
 	o.progress("bench: footprint: RSS after %d messages through serve", msgs)
-	in, err := serveInbound(ctx, o, 1_000, msgs)
+	in, err := serveInbound(ctx, o, 1_000, msgs, nil)
 	if err != nil {
 		return failed(sec, err)
 	}
@@ -66,6 +72,7 @@ func footprint(ctx context.Context, o Options) Section {
 		Value(fmt.Sprintf("RSS %v after that, settled", settle(o)), "MB", in.rssSettled))
 	sec.Notes = append(sec.Notes,
 		"RSS is VmRSS of `clawpen serve` (bwrap backend, fake Telegram and model on loopback), read after it idled "+settle(o).String()+"; groups are registered in its database before it starts",
+		"anonymous is what serve holds (Go heap, stacks, SQLite's C heap); file-backed is mapped files, its own program first: clean page cache the kernel can drop at any time",
 		"start-up is from exec to its first getUpdates call")
 	return sec
 }
@@ -100,47 +107,49 @@ func settle(o Options) time.Duration {
 
 // serveIdle starts serve with groups registered `starts` times, and returns
 // each start-up time and the RSS after the first idled.
-func serveIdle(ctx context.Context, o Options, groups, starts int) ([]time.Duration, float64, error) {
+func serveIdle(ctx context.Context, o Options, groups, starts int) ([]time.Duration, rss, error) {
+	var idle rss
 	h, err := newServeHost(ctx, o, groups, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, idle, err
 	}
 	defer h.Close()
 	var startup []time.Duration
-	var rss float64
 	for i := range starts {
 		p, d, err := h.start(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, idle, err
 		}
 		startup = append(startup, d)
 		if i == 0 {
-			if err := sleep(ctx, settle(o)); err != nil {
+			if err := retry.Sleep(ctx, settle(o)); err != nil {
 				p.stop()
-				return nil, 0, err
+				return nil, idle, err
 			}
-			rss, err = rssMB(p.pid())
+			idle, err = readRSS(p.pid())
 		}
 		p.stop()
 		if err != nil {
-			return nil, 0, err
+			return nil, idle, err
 		}
 	}
-	return startup, rss, nil
+	return startup, idle, nil
 }
 
 // inboundResult is one serve-path inbound run.
 type inboundResult struct {
 	rate                          float64 // messages confirmed and stored per second
 	rssIdle, rssAfter, rssSettled float64
+	cpuPerMsg                     time.Duration // serve's CPU time (user + system) per message
 }
 
 // serveInbound pushes msgs untriggered group messages over `groups`
 // registered groups through the fake Telegram into a running serve, waits
-// until serve confirmed them all, and checks they were stored.
-func serveInbound(ctx context.Context, o Options, groups, msgs int) (inboundResult, error) {
+// until serve confirmed them all, and checks they were stored; extra
+// environment wins over the bench's.
+func serveInbound(ctx context.Context, o Options, groups, msgs int, extra map[string]string) (inboundResult, error) {
 	var res inboundResult
-	h, err := newServeHost(ctx, o, groups, nil)
+	h, err := newServeHost(ctx, o, groups, extra)
 	if err != nil {
 		return res, err
 	}
@@ -150,10 +159,14 @@ func serveInbound(ctx context.Context, o Options, groups, msgs int) (inboundResu
 		return res, err
 	}
 	defer p.stop()
-	if err := sleep(ctx, settle(o)); err != nil {
+	if err := retry.Sleep(ctx, settle(o)); err != nil {
 		return res, err
 	}
-	if res.rssIdle, err = rssMB(p.pid()); err != nil {
+	if res.rssIdle, err = rssTotal(p.pid()); err != nil {
+		return res, err
+	}
+	cpu0, err := cpuTime(p.pid())
+	if err != nil {
 		return res, err
 	}
 	from := faketg.User{ID: memberID, FirstName: "member"}
@@ -170,13 +183,18 @@ func serveInbound(ctx context.Context, o Options, groups, msgs int) (inboundResu
 		return res, fmt.Errorf("serve inbound: %w\n%s", err, p.logs.tail())
 	}
 	res.rate = float64(msgs) / time.Since(begin).Seconds()
-	if res.rssAfter, err = rssMB(p.pid()); err != nil {
+	cpu1, err := cpuTime(p.pid())
+	if err != nil {
 		return res, err
 	}
-	if err := sleep(ctx, settle(o)); err != nil {
+	res.cpuPerMsg = (cpu1 - cpu0) / time.Duration(msgs)
+	if res.rssAfter, err = rssTotal(p.pid()); err != nil {
 		return res, err
 	}
-	if res.rssSettled, err = rssMB(p.pid()); err != nil {
+	if err := retry.Sleep(ctx, settle(o)); err != nil {
+		return res, err
+	}
+	if res.rssSettled, err = rssTotal(p.pid()); err != nil {
 		return res, err
 	}
 	stored, err := h.storedMessages(ctx, groups)
@@ -200,38 +218,52 @@ type serveHost struct {
 
 // newServeHost makes a host with groups registered in its database before
 // serve starts (as `clawpen groups add` would); extra environment wins over
-// the defaults.
-func newServeHost(ctx context.Context, o Options, groups int, extra map[string]string) (*serveHost, error) {
-	s, err := newScratch("clawpen-bench-serve-")
+// the defaults. Serve runs from o.HostBin itself: clawpen-bench is another
+// program, so no page of serve's program file is the bench's too (serve
+// pages its idle program out, and the kernel keeps pages another process
+// maps).
+func newServeHost(ctx context.Context, o Options, groups int, extra map[string]string, fakeOpts ...faketg.Option) (*serveHost, error) {
+	s, err := newScratch(o, "clawpen-bench-serve-")
 	if err != nil {
 		return nil, err
 	}
-	h := &serveHost{s: s, f: startFakes(), bin: o.HostBin}
+	h := &serveHost{s: s, f: startFakes(fakeOpts...), bin: o.HostBin}
 	if groups > 0 {
-		if err := h.withStore(ctx, func(st *store.Store) error { return registerGroups(ctx, st, groups) }); err != nil {
+		if err := withStore(ctx, s.DataDir(), func(st *store.Store) error { return registerGroups(ctx, st, groups) }); err != nil {
 			h.Close()
 			return nil, err
 		}
 	}
-	h.env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + s.Path("home"),
-		"TELEGRAM_BOT_TOKEN=1:bench",
-		"TELEGRAM_API_URL=" + h.f.TG.URL(),
-		"ANTHROPIC_API_KEY=k",
-		"ANTHROPIC_BASE_URL=" + h.f.LLM.URL(),
-		"CLAWPEN_MODEL=claude-bench",
-		"CLAWPEN_OWNER_ID=" + strconv.FormatInt(ownerID, 10),
-		"CLAWPEN_SANDBOX=bwrap",
-		"CLAWPEN_AGENT_BIN=" + o.AgentBin,
-		"CLAWPEN_DATA_DIR=" + s.DataDir(),
-		"CLAWPEN_GROUPS_DIR=" + s.GroupsDir(),
-		"CLAWPEN_DEBUG=",
-	}
-	for k, v := range extra {
-		h.env = append(h.env, k+"="+v) // exec keeps the last of duplicate keys
+	h.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Path("home")}
+	for k, v := range serveEnv(o, s, h.f, extra) {
+		h.env = append(h.env, k+"="+v)
 	}
 	return h, nil
+}
+
+// serveEnv is the configuration of a bench's `clawpen serve`: the bwrap
+// backend with the agent and sandbox user given, the fakes, the scratch's
+// directories; extra wins over these.
+func serveEnv(o Options, s *scratch, f *fakes, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"TELEGRAM_BOT_TOKEN":      "1:bench",
+		"TELEGRAM_API_URL":        f.TG.URL(),
+		"ANTHROPIC_API_KEY":       "k",
+		"ANTHROPIC_BASE_URL":      f.LLM.URL(),
+		"CLAWPEN_MODEL":           "claude-bench",
+		"CLAWPEN_OWNER_ID":        strconv.FormatInt(ownerID, 10),
+		"CLAWPEN_SANDBOX":         "bwrap",
+		"CLAWPEN_SANDBOX_USER":    cmp.Or(o.SandboxUser, config.DefaultSandboxUser),
+		"CLAWPEN_AGENT_BIN":       o.AgentBin,
+		"CLAWPEN_DATA_DIR":        s.DataDir(),
+		"CLAWPEN_GROUPS_DIR":      s.GroupsDir(),
+		"CLAWPEN_MOUNT_ALLOWLIST": s.Path("home", ".config", "clawpen", "mount-allowlist.json"), // none: not the operator's
+		"CLAWPEN_DEBUG":           "",
+		// Each section measures what it names; the warm section sets it.
+		"CLAWPEN_WARM": "0",
+	}
+	maps.Copy(env, extra)
+	return env
 }
 
 // Close stops the fakes and removes the directories.
@@ -240,9 +272,10 @@ func (h *serveHost) Close() {
 	h.s.Close()
 }
 
-// withStore opens the host's database for fn (beside a running serve, as the CLI would).
-func (h *serveHost) withStore(ctx context.Context, fn func(st *store.Store) error) error {
-	st, err := store.Open(ctx, filepath.Join(h.s.DataDir(), "clawpen.db"))
+// withStore opens the database under dataDir for fn (beside a running
+// serve, as the CLI would).
+func withStore(ctx context.Context, dataDir string, fn func(st *store.Store) error) error {
+	st, err := store.Open(ctx, filepath.Join(dataDir, "clawpen.db"))
 	if err != nil {
 		return err
 	}
@@ -252,7 +285,7 @@ func (h *serveHost) withStore(ctx context.Context, fn func(st *store.Store) erro
 // storedMessages counts the messages of the first n registered groups.
 func (h *serveHost) storedMessages(ctx context.Context, groups int) (int, error) {
 	n := 0
-	err := h.withStore(ctx, func(st *store.Store) error {
+	err := withStore(ctx, h.s.DataDir(), func(st *store.Store) error {
 		for g := range groups {
 			c, err := st.CountMessages(ctx, groupChat(g))
 			if err != nil {
@@ -357,32 +390,45 @@ func (l *logBuffer) tail() string {
 	return s
 }
 
-// rssMB is the resident set size of pid (VmRSS), in MB.
-func rssMB(pid int) (float64, error) {
+// rss is a process's resident set size (VmRSS) and its two parts that
+// matter here (RssAnon, RssFile; RssShmem is none of serve's), in MB.
+type rss struct{ total, anon, file float64 }
+
+// readRSS reads pid's resident set from /proc/<pid>/status.
+func readRSS(pid int) (rss, error) {
+	var r rss
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("rss: %w", err)
+		return r, fmt.Errorf("rss: %w", err)
 	}
 	defer f.Close()
+	fields := map[string]*float64{"VmRSS:": &r.total, "RssAnon:": &r.anon, "RssFile:": &r.file}
+	seen := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("rss: VmRSS %q: %w", v, err)
-			}
-			return kb / 1024, nil
+		name, v, _ := strings.Cut(sc.Text(), "\t")
+		dst, ok := fields[name]
+		if !ok {
+			continue
 		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			return r, fmt.Errorf("rss: %s %q: %w", name, v, err)
+		}
+		*dst = kb / 1024
+		seen++
 	}
-	return 0, fmt.Errorf("rss: no VmRSS in /proc/%d/status", pid)
+	if err := sc.Err(); err != nil {
+		return r, fmt.Errorf("rss: %w", err)
+	}
+	if seen != len(fields) {
+		return r, fmt.Errorf("rss: /proc/%d/status lacks VmRSS, RssAnon or RssFile", pid)
+	}
+	return r, nil
 }
 
-// sleep waits d unless ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// rssTotal is pid's VmRSS in MB.
+func rssTotal(pid int) (float64, error) {
+	r, err := readRSS(pid)
+	return r.total, err
 }

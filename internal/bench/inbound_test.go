@@ -7,7 +7,7 @@ import (
 )
 
 // The router path runs without binaries, so it is checked here at a tiny
-// size; the serve paths are exercised by `clawpen bench --quick`.
+// size; the serve paths are exercised by `clawpen-bench --quick` (test/bench).
 func TestRouterBench(t *testing.T) {
 	ctx := context.Background()
 	rb, err := newRouterBench(ctx, 5, 50)
@@ -41,8 +41,12 @@ func TestCount(t *testing.T) {
 }
 
 func TestRSS(t *testing.T) {
-	mb, err := rssMB(os.Getpid())
-	if err != nil || mb <= 0 {
-		t.Fatalf("rss of this process: %v MB, %v", mb, err)
+	r, err := readRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// VmRSS is the sum of RssAnon, RssFile and RssShmem.
+	if r.anon <= 0 || r.file <= 0 || r.total < r.anon+r.file {
+		t.Fatalf("rss of this process: %+v MB", r)
 	}
 }

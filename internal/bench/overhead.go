@@ -9,16 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/app"
+	"github.com/clawpen/clawpen/internal/config"
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/faketg"
-	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/job"
-	"github.com/clawpen/clawpen/internal/queue"
-	"github.com/clawpen/clawpen/internal/router"
 	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/store"
@@ -71,22 +68,27 @@ func pinNote() string {
 	return ""
 }
 
-// measureHostOverhead runs the host as `clawpen serve` wires it (real
-// telegram poller against the fake Telegram, router, SQLite store with
-// `groups` extra registered groups, queue, runner, clawpen's bwrap sandbox
-// running the real agent against the fake model) and sends runs messages
-// from the owner, one at a time. For each it returns the time from the fake
-// Telegram handing the update out to the runner's sandbox start call, and
-// from the agent's result line reaching the host to the answer's sendMessage
-// arriving at the fake Telegram. One warm-up message is not counted.
+// measureHostOverhead runs the host `clawpen serve` runs (app.Serve, on
+// the bwrap backend with the real agent, against the fake Telegram and
+// model, with `groups` extra registered groups) in this process, and sends
+// runs messages from the owner, one at a time. For each it returns the time
+// from the fake Telegram handing the update out to the runner's sandbox
+// start call, and from the agent's result line reaching the host to the
+// answer's sendMessage arriving at the fake Telegram. One warm-up message is
+// not counted.
 func measureHostOverhead(ctx context.Context, o Options, groups int, runs int) (ov overhead, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sc, err := newScratch("clawpen-bench-overhead-")
+	sc, err := newScratch(o, "clawpen-bench-overhead-")
 	if err != nil {
 		return ov, err
 	}
 	defer sc.Close()
+	if groups > 0 {
+		if err := withStore(ctx, sc.DataDir(), func(st *store.Store) error { return registerGroups(ctx, st, groups) }); err != nil {
+			return ov, err
+		}
+	}
 
 	handed := make(chan handOut, 16)
 	fk := startFakes(faketg.WithHandOut(func(id int64, at time.Time) {
@@ -97,63 +99,22 @@ func measureHostOverhead(ctx context.Context, o Options, groups int, runs int) (
 	}))
 	defer fk.Close()
 
-	quiet := slog.New(slog.DiscardHandler)
-	tc, err := telegram.New(ctx, telegram.Config{Token: "1:bench", APIURL: fk.TG.URL(), Logger: quiet,
-		Pacing: telegram.Pacing{PerChatInterval: -1, GroupPerMinute: -1, GlobalPerSecond: -1}})
+	cfg, err := config.FromEnv(mapEnv(serveEnv(o, sc, fk, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC"})))
 	if err != nil {
-		return ov, fmt.Errorf("telegram client: %w", err)
+		return ov, fmt.Errorf("configuration: %w", err)
 	}
-	st, err := store.Open(ctx, sc.Path("data", "clawpen.db"))
-	if err != nil {
-		return ov, fmt.Errorf("open store: %w", err)
+	pr := &probe{started: make(chan time.Time, 1)}
+	hooks := app.Hooks{
+		Sandbox: func(sb runner.Sandbox) runner.Sandbox { pr.Sandbox = sb; return pr },
+		Pacing:  telegram.Pacing{PerChatInterval: -1, GroupPerMinute: -1, GlobalPerSecond: -1},
 	}
-	defer st.Close()
-	if err := registerGroups(ctx, st, groups); err != nil {
-		return ov, err
-	}
-	if err := sc.Dirs("data/sessions", "data/sockets"); err != nil {
-		return ov, err
-	}
-	pinDir := ""
-	if os.Geteuid() == 0 {
-		pinDir = sc.Path("pins") // as a root `clawpen serve` does (app.PinDir)
-	}
-	be, err := newBwrap(o, sc, pinDir)
-	if err != nil {
-		return ov, err
-	}
-	pr := &probe{Sandbox: be, started: make(chan time.Time, 1)}
-	run := runner.New(runner.Config{
-		GroupsDir: sc.GroupsDir(), DataDir: sc.DataDir(), RunAsUID: sc.UID, RunAsGID: sc.GID,
-		AssistantName: "Andy", Provider: "anthropic", Model: "m", Limits: sandbox.DefaultLimits, Logger: quiet,
-		Upstreams: hostsock.Config{Anthropic: hostsock.Upstream{BaseURL: fk.LLM.URL(), APIKey: "k"}},
-	}, pr)
-	var q *queue.Queue
-	rt, err := router.New(ctx, router.Config{Store: st, Messenger: tc, Agents: run, Kick: func(g string) { q.Kick(g) },
-		OwnerID: ownerID, AssistantName: "Andy", BotUsername: tc.Username(), GroupsDir: sc.GroupsDir(), Logger: quiet})
-	if err != nil {
-		return ov, fmt.Errorf("router: %w", err)
-	}
-	q = queue.New(ctx, queue.Config{MaxConcurrent: 1, Pending: rt.Pending, Logger: quiet})
-
-	// On return: cancel, then wait for the queue's runs and the poller and
-	// delivery, and only then close the store (deferred above).
+	// On return: cancel, then wait for serve to return (its runs, the
+	// poller and delivery stopped, the store closed, the backend released).
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	defer q.Wait()
 	defer cancel()
-	bg.Go(func() { rt.Deliver(ctx) })
-	pollErr := make(chan error, 1)
-	bg.Go(func() {
-		pollErr <- tc.Poll(ctx, 0, func(ctx context.Context, u telegram.Update) error {
-			if u.Message == nil {
-				return nil
-			}
-			return rt.Handle(ctx, app.Inbound(u.Message))
-		}, func(ctx context.Context, next int64) error {
-			return st.SetState(context.WithoutCancel(ctx), "telegram_offset", strconv.FormatInt(next, 10))
-		})
-	})
+	serveErr := make(chan error, 1)
+	bg.Go(func() { serveErr <- app.Serve(ctx, cfg, slog.New(slog.DiscardHandler), hooks) })
 
 	owner := faketg.User{ID: ownerID, FirstName: "owner"}
 	for i := range runs + 1 {
@@ -161,18 +122,19 @@ func measureHostOverhead(ctx context.Context, o Options, groups int, runs int) (
 		pr.reset()
 		id := fk.TG.PushMessage(ownerID, "private", "", owner, fmt.Sprintf("message %d, answer shortly: REPLY ok", i))
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		sample, err := overheadSample(wctx, fk.TG, pr, handed, pollErr, id, before)
+		sample, err := overheadSample(wctx, fk.TG, pr, handed, serveErr, id, before)
+		var gone time.Time
+		if err == nil {
+			// The sandbox is gone before the next message, so samples do not
+			// overlap (what is left of the run is the strip of its folders).
+			gone, err = pr.waitGone(wctx)
+		}
 		wcancel()
 		if err != nil {
 			return ov, fmt.Errorf("message %d: %w", i, err)
 		}
-		q.Wait() // the run is over before the next message, so samples do not overlap
 		if i == 0 {
 			continue // warm-up: first database writes, first sandbox, cold caches
-		}
-		gone := pr.goneAt()
-		if gone.IsZero() {
-			return ov, fmt.Errorf("message %d: the sandbox run never ended", i)
 		}
 		ov.updateToStart = append(ov.updateToStart, sample[0])
 		ov.outputToSend = append(ov.outputToSend, sample[1])
@@ -187,7 +149,7 @@ type handOut struct {
 }
 
 // overheadSample waits for one message's hand-out, sandbox start and answer.
-func overheadSample(ctx context.Context, tg *faketg.Server, pr *probe, handed <-chan handOut, pollErr <-chan error, id int64, before int) ([2]time.Duration, error) {
+func overheadSample(ctx context.Context, tg *faketg.Server, pr *probe, handed <-chan handOut, serveErr <-chan error, id int64, before int) ([2]time.Duration, error) {
 	var got [2]time.Duration
 	var handedAt, startedAt time.Time
 	for handedAt.IsZero() {
@@ -196,16 +158,20 @@ func overheadSample(ctx context.Context, tg *faketg.Server, pr *probe, handed <-
 			if h.id == id {
 				handedAt = h.at
 			}
-		case err := <-pollErr:
-			return got, fmt.Errorf("telegram poller stopped: %w", err)
+		case err := <-serveErr:
+			return got, fmt.Errorf("serve stopped: %w", err)
 		case <-ctx.Done():
 			return got, fmt.Errorf("update %d never handed out: %w", id, ctx.Err())
 		}
 	}
-	select {
-	case startedAt = <-pr.started:
-	case <-ctx.Done():
-		return got, fmt.Errorf("no sandbox started: %w", ctx.Err())
+	// A start stamped before the hand-out is a retry of the message before
+	// (its stamp waited in the channel): not this message's.
+	for !startedAt.After(handedAt) {
+		select {
+		case startedAt = <-pr.started:
+		case <-ctx.Done():
+			return got, fmt.Errorf("no sandbox started: %w", ctx.Err())
+		}
 	}
 	sent, err := tg.WaitSent(ctx, ownerID, before+1)
 	if err != nil {
@@ -220,27 +186,41 @@ func overheadSample(ctx context.Context, tg *faketg.Server, pr *probe, handed <-
 	return got, nil
 }
 
-// probe wraps the real backend: it records when the runner asked for a
-// sandbox, and when the agent's result line reached the host.
+// probe wraps the backend serve picked: it records when the runner asked
+// for a sandbox, and when the agent's result line reached the host.
 type probe struct {
-	runner.Sandbox
-	started chan time.Time
+	runner.Sandbox // set by app.Serve's hook, before the host is built
+	started        chan time.Time
 
 	mu     sync.Mutex
 	result time.Time
-	gone   time.Time // the backend's Run returned: the sandbox is gone
+	gone   chan time.Time // the backend's Run returned: the sandbox is gone
 }
 
 func (p *probe) reset() {
 	p.mu.Lock()
-	p.result, p.gone = time.Time{}, time.Time{}
+	p.result, p.gone = time.Time{}, make(chan time.Time, 1)
 	p.mu.Unlock()
+	for {
+		select {
+		case <-p.started: // a late retry's start, from the message before
+		default:
+			return
+		}
+	}
 }
 
-func (p *probe) goneAt() time.Time {
+// waitGone waits until the sandbox of the current message is gone.
+func (p *probe) waitGone(ctx context.Context) (time.Time, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gone
+	gone := p.gone
+	p.mu.Unlock()
+	select {
+	case at := <-gone:
+		return at, nil
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
 }
 
 func (p *probe) resultAt() time.Time {
@@ -257,7 +237,10 @@ func (p *probe) Run(ctx context.Context, sp sandbox.Spec) (sandbox.Result, error
 	sp.Stdout = &resultStamp{w: sp.Stdout, p: p}
 	res, err := p.Sandbox.Run(ctx, sp)
 	p.mu.Lock()
-	p.gone = time.Now()
+	select {
+	case p.gone <- time.Now():
+	default: // a retry; the first end is the one measured
+	}
 	p.mu.Unlock()
 	return res, err
 }
@@ -278,8 +261,8 @@ func (r *resultStamp) Write(b []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		var ev job.Event
-		if json.Unmarshal(r.line[:i], &ev) == nil && (ev.Type == job.EventResult || ev.Type == job.EventError) {
+		var ev domain.Event
+		if json.Unmarshal(r.line[:i], &ev) == nil && (ev.Type == domain.EventResult || ev.Type == domain.EventError) {
 			r.p.mu.Lock()
 			r.p.result = at
 			r.p.mu.Unlock()
@@ -287,4 +270,10 @@ func (r *resultStamp) Write(b []byte) (int, error) {
 		r.line = r.line[i+1:]
 	}
 	return r.w.Write(b)
+}
+
+// mapEnv reads a configuration from env alone, as config.FromEnv reads the
+// process's environment for serve.
+func mapEnv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
 }

@@ -1,4 +1,4 @@
-// Package bench is `clawpen bench`: it measures sandbox start-up, the host's
+// Package bench is clawpen-bench (cmd/clawpen-bench): it measures sandbox start-up, the host's
 // own overhead, inbound throughput, footprint and scaling on this machine,
 // with real processes (fork-exec, raw bwrap, clawpen's sandboxes running the
 // real clawpen-agent, the real router, store and `clawpen serve`) against the
@@ -120,7 +120,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report as aligned plain-text tables.
 func (rep *Report) WriteTable(w io.Writer) error {
 	m := rep.Machine
-	fmt.Fprintf(w, "clawpen bench — %d CPUs, kernel %s, %s", m.CPUs, m.Kernel, m.GoVersion)
+	fmt.Fprintf(w, "clawpen-bench — %d CPUs, kernel %s, %s", m.CPUs, m.Kernel, m.GoVersion)
 	if m.Bwrap != "" {
 		fmt.Fprintf(w, ", bwrap %s", m.Bwrap)
 	}

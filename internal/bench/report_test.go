@@ -95,7 +95,7 @@ func TestWriteTable(t *testing.T) {
 		return ""
 	}
 	for _, tc := range []struct{ prefix, want string }{
-		{"clawpen bench", "2 CPUs, kernel 6.1, go1.26"},
+		{"clawpen-bench", "2 CPUs, kernel 6.1, go1.26"},
 		{"wrapped ", "1.50× raw"},
 		{"wrapped ", "p50 ≤ 2× raw — met"},
 		{"slow ", "p50 ≤ 2× raw — NOT met"},

@@ -19,11 +19,15 @@ type Options struct {
 	Quick bool
 	// Runs is the number of samples per latency row; 0 = 200 (quick: 20).
 	Runs int
-	// AgentBin is the static clawpen-agent; HostBin is clawpen itself, run as
-	// `clawpen serve` for the footprint and serve-path figures.
+	// AgentBin is the static clawpen-agent; HostBin is the clawpen binary
+	// (HostBin finds it), run as `clawpen serve` for the footprint and
+	// serve-path figures.
 	AgentBin, HostBin string
 	// Image is the Docker agent image for the Docker rows.
 	Image string
+	// SandboxUser names the dedicated user a root host runs sandboxes as
+	// (CLAWPEN_SANDBOX_USER; "" = the default), as `clawpen serve` does.
+	SandboxUser string
 	// Only, when non-empty, names the sections to run (see Sections).
 	Only []string
 	// Progress receives one line per step (stderr), never the report.
@@ -69,6 +73,11 @@ func sections() []section {
 		{"inbound", inboundThroughput},
 		{"footprint", footprint},
 		{"scaling", scaling},
+		{"egress", egressProxy},
+		{"metrics", metricsCost},
+		{"bridge", bridgeCall},
+		{"drafts", liveDrafts},
+		{"warm", warmPath},
 	}
 }
 

@@ -73,7 +73,7 @@ func scaling(ctx context.Context, o Options) Section {
 			return failed(sec, err)
 		}
 		row := Latency(name("serve start-up", g), startup)
-		mem := Value(name("RSS idle", g), "MB", idle)
+		mem := Value(name("RSS idle", g), "MB", idle.total)
 		if g != first {
 			row.RatioTo, mem.RatioTo = name("serve start-up", first), name("RSS idle", first)
 		}

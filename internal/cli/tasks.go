@@ -2,134 +2,162 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/clawpen/clawpen/internal/app"
-	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
-	"github.com/clawpen/clawpen/internal/ipc"
+	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/scheduler"
 )
 
-// tasks manages scheduled tasks. A running serve notices changes at its next
-// wake-up at the latest (it re-reads the due time from the database).
-func tasks(ctx context.Context, cfg config.Config, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		args = []string{"list"}
+// tasksCommand manages scheduled tasks. A running serve notices changes at
+// its next wake-up at the latest (it re-reads the due time from the database).
+func tasksCommand() *command {
+	idCmd := func(name, summary string, run action) *command {
+		return &command{name: name, args: "<id>", min: 1, max: 1, summary: summary,
+			detail: "id is the task's number as `tasks list` shows it (\"#3\" or \"3\").", flags: noFlags(run)}
 	}
-	fail := func(err error) int { fmt.Fprintln(stderr, "clawpen tasks:", err); return 1 }
-	st, err := app.OpenStore(ctx, cfg)
+	return &command{name: "tasks", summary: "scheduled tasks", dflt: "list", subs: []*command{
+		{name: "list", args: "[folder]", max: 1, summary: "scheduled tasks, of every group or of one",
+			flags: noFlags(tasksList)},
+		{name: "add", args: "<folder> <cron|interval|once> <value> <prompt>", min: 4, max: -1,
+			summary: "schedule a prompt for a group",
+			detail: "value is a cron line (quote it: \"0 9 * * *\"), a Go duration for interval (30m), or an\n" +
+				"RFC 3339 time for once (2026-01-02T09:00:00+01:00). The prompt is the rest of the line;\n" +
+				"put \"--\" before a prompt that starts with \"-\". Cron times are in TZ.",
+			flags: func(fs *flag.FlagSet) action {
+				isolated := fs.Bool("isolated", false, "run in a fresh context, not in the group's conversation")
+				return func(ctx context.Context, s *session, args []string) error {
+					return tasksAdd(ctx, s, args, *isolated)
+				}
+			}},
+		idCmd("pause", "pause a task", statusChange(ops.PauseTask)),
+		idCmd("resume", "resume a paused task", statusChange(ops.ResumeTask)),
+		idCmd("cancel", "cancel a task", statusChange(ops.CancelTask)),
+		idCmd("runs", "the run log of a task", tasksRuns),
+	}}
+}
+
+func tasksList(ctx context.Context, s *session, args []string) error {
+	svc, err := s.ops(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	defer st.Close()
-	minInterval, err := app.MinInterval(os.Getenv)
+	folder := ""
+	if len(args) > 0 {
+		folder = args[0]
+	}
+	ts, err := svc.ListTasks(ctx, domain.Owner(), folder)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	taskID := func() (domain.Task, error) {
-		if len(args) != 2 {
-			return domain.Task{}, fmt.Errorf("usage: clawpen tasks %s <id>", args[0])
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tGROUP\tSCHEDULE\tCONTEXT\tSTATUS\tNEXT RUN\tPROMPT")
+	for _, t := range ts {
+		next := "-"
+		if !t.NextRun.IsZero() {
+			next = t.NextRun.In(s.cfg.TZ).Format(time.RFC3339)
 		}
-		id, err := strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)
-		if err != nil {
-			return domain.Task{}, fmt.Errorf("%q is not a task id", args[1])
-		}
-		t, ok, err := st.Task(ctx, id)
-		if err != nil {
-			return domain.Task{}, err
-		}
-		if !ok {
-			return domain.Task{}, fmt.Errorf("no task has the id %d", id)
-		}
-		return t, nil
+		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\n", t.ID, t.Group, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status, next, oneLine(t.Prompt, 60))
 	}
-	switch args[0] {
-	case "list":
-		folder := ""
-		if len(args) > 1 {
-			folder = args[1]
-		}
-		ts, err := st.ListTasks(ctx, folder)
-		if err != nil {
-			return fail(err)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tGROUP\tSCHEDULE\tCONTEXT\tSTATUS\tNEXT RUN\tPROMPT")
-		for _, t := range ts {
-			next := "-"
-			if !t.NextRun.IsZero() {
-				next = t.NextRun.In(cfg.TZ).Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\n", t.ID, t.Group, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status, next, oneLine(t.Prompt, 60))
-		}
-		tw.Flush()
-		return 0
-	case "add":
-		rest := args[1:]
-		mode := domain.ContextGroup
-		if n := len(rest); n > 0 && rest[n-1] == "--isolated" {
-			mode, rest = domain.ContextIsolated, rest[:n-1]
-		}
-		if len(rest) < 4 {
-			return fail(errors.New(`usage: clawpen tasks add <folder> <cron|interval|once> <value> <prompt> [--isolated] (quote a cron value: "0 9 * * *")`))
-		}
-		g, ok, err := st.GroupByFolder(ctx, rest[0])
-		if err != nil {
-			return fail(err)
-		}
-		if !ok {
-			return fail(fmt.Errorf("no group has the folder %q", rest[0]))
-		}
-		t, err := ipc.CreateTask(ctx, st, domain.Task{Group: g.Folder, ChatID: g.ChatID, ScheduleType: rest[1], ScheduleValue: rest[2],
-			Prompt: strings.Join(rest[3:], " "), ContextMode: mode}, cfg.TZ, minInterval, time.Now())
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout, "scheduled", scheduler.Describe(t, cfg.TZ))
-		return 0
-	case "pause", "resume", "cancel":
-		t, err := taskID()
-		if err != nil {
-			return fail(err)
-		}
-		if err := ipc.ChangeStatus(ctx, st, &t, args[0]+"_task", cfg.TZ, minInterval, time.Now()); err != nil {
-			return fail(err)
-		}
-		_ = st.Audit(ctx, domain.AuditEntry{Time: time.Now(), Group: domain.MainFolder, Operation: "cli." + args[0] + "_task", Decision: "allow", Reason: fmt.Sprintf("task %d of %s", t.ID, t.Group)})
-		fmt.Fprintln(stdout, scheduler.Describe(t, cfg.TZ))
-		return 0
-	case "runs":
-		t, err := taskID()
-		if err != nil {
-			return fail(err)
-		}
-		runs, err := st.TaskRuns(ctx, t.ID, 50)
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintln(stdout, scheduler.Describe(t, cfg.TZ))
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "STARTED\tDURATION\tSTATUS\tRESULT / ERROR")
-		for _, r := range runs {
-			out := r.Result
-			if r.Error != "" {
-				out = r.Error
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Started.In(cfg.TZ).Format(time.RFC3339), r.Duration.Round(time.Millisecond), r.Status, oneLine(out, 80))
-		}
-		tw.Flush()
-		return 0
-	default:
-		return fail(fmt.Errorf("unknown subcommand %q: use list, add, pause, resume, cancel or runs", args[0]))
+	return tw.Flush()
+}
+
+func tasksAdd(ctx context.Context, s *session, args []string, isolated bool) error {
+	mode := domain.ContextGroup
+	if isolated {
+		mode = domain.ContextIsolated
 	}
+	svc, err := s.ops(ctx)
+	if err != nil {
+		return err
+	}
+	g, err := groupByFolder(ctx, s.st, args[0])
+	if err != nil {
+		return err
+	}
+	t, err := svc.ScheduleTask(ctx, domain.Owner(), domain.Task{Group: g.Folder, ScheduleType: args[1], ScheduleValue: args[2],
+		Prompt: strings.Join(args[3:], " "), ContextMode: mode})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.stdout, "scheduled", scheduler.Describe(t, s.cfg.TZ))
+	return nil
+}
+
+// taskID reads an <id> argument: "3" or "#3".
+func taskID(arg string) (int64, error) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(arg, "#"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badUsage("id %q: want a task number, e.g. 3", arg)
+	}
+	return id, nil
+}
+
+// task reads the task an <id> argument names.
+func (s *session) task(ctx context.Context, arg string) (domain.Task, error) {
+	id, err := taskID(arg)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	st, err := s.store(ctx)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	t, ok, err := st.Task(ctx, id)
+	if err != nil {
+		return domain.Task{}, err
+	}
+	if !ok {
+		return domain.Task{}, fmt.Errorf("no task has the id %d", id)
+	}
+	return t, nil
+}
+
+// statusChange is pause, resume or cancel.
+func statusChange(op ops.Op) action {
+	return func(ctx context.Context, s *session, args []string) error {
+		id, err := taskID(args[0])
+		if err != nil {
+			return err
+		}
+		svc, err := s.ops(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := svc.ChangeTaskStatus(ctx, domain.Owner(), op, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(s.stdout, scheduler.Describe(t, s.cfg.TZ))
+		return nil
+	}
+}
+
+func tasksRuns(ctx context.Context, s *session, args []string) error {
+	t, err := s.task(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	runs, err := s.st.TaskRuns(ctx, t.ID, 50)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.stdout, scheduler.Describe(t, s.cfg.TZ))
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tDURATION\tSTATUS\tRESULT / ERROR")
+	for _, r := range runs {
+		out := r.Result
+		if r.Error != "" {
+			out = r.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Started.In(s.cfg.TZ).Format(time.RFC3339), r.Duration.Round(time.Millisecond), r.Status, oneLine(out, 80))
+	}
+	return tw.Flush()
 }
 
 func oneLine(s string, n int) string {

@@ -3,12 +3,15 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -22,9 +25,36 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "clawpen-agent:latest", c.AgentImage)
 	assert.Equal(t, 3, c.MaxConcurrent)
 	assert.Equal(t, 10*time.Minute, c.AgentTimeout)
+	assert.Equal(t, int64(0), c.MaxTokens, "the proxy's default")
 	assert.True(t, filepath.IsAbs(c.DataDir) && strings.HasSuffix(c.DataDir, "data"))
 	assert.True(t, strings.HasSuffix(c.MountAllowlist, ".config/clawpen/mount-allowlist.json"))
 	assert.NotContains(t, c.MountAllowlist, "~")
+	assert.False(t, c.Debug)
+	assert.Empty(t, c.DockerRuntime)
+	assert.Equal(t, []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute}, c.RetryBackoff)
+	assert.Equal(t, time.Minute, c.MinInterval)
+	assert.Equal(t, domain.DefaultSenderPolicy, c.SenderPolicy)
+}
+
+// The variables that app and cli read themselves before, typed here.
+func TestHostSettings(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"CLAWPEN_DEBUG":          "1",
+		"CLAWPEN_DOCKER_RUNTIME": "runsc",
+		"CLAWPEN_RETRY_BACKOFF":  "0s, 1s,2m",
+		"CLAWPEN_MIN_INTERVAL":   "5s",
+		"CLAWPEN_SENDER_POLICY":  `{"allow":[7001],"mode":"drop"}`,
+	}))
+	require.NoError(t, err)
+	assert.True(t, c.Debug)
+	assert.Equal(t, "runsc", c.DockerRuntime)
+	assert.Equal(t, []time.Duration{0, time.Second, 2 * time.Minute}, c.RetryBackoff)
+	assert.Equal(t, 5*time.Second, c.MinInterval)
+	assert.Equal(t, domain.SenderPolicy{Users: map[int64]bool{7001: true}, Mode: domain.SenderModeDrop}, c.SenderPolicy)
+
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_DEBUG": "0"}))
+	require.NoError(t, err)
+	assert.False(t, c.Debug, "0 is off, not merely set")
 }
 
 func TestMalformedValuesAreEachReported(t *testing.T) {
@@ -34,13 +64,48 @@ func TestMalformedValuesAreEachReported(t *testing.T) {
 		"CLAWPEN_SANDBOX":        "chroot",
 		"CLAWPEN_MAX_CONCURRENT": "0",
 		"CLAWPEN_AGENT_TIMEOUT":  "forever",
+		"CLAWPEN_DISK_MB":        "-5",
+		"CLAWPEN_EGRESS_MB":      "0",
+		"CLAWPEN_MAX_FILE_MB":    "0",
+		"CLAWPEN_MAX_TOKENS":     "-5",
 		"TELEGRAM_API_URL":       "ftp://x",
 		"TZ":                     "Mars/Olympus",
+		"CLAWPEN_DEBUG":          "yes please",
+		"CLAWPEN_DOCKER_RUNTIME": "runsc --debug",
+		"CLAWPEN_RETRY_BACKOFF":  "5s,soon",
+		"CLAWPEN_MIN_INTERVAL":   "500ms",
+		"CLAWPEN_SENDER_POLICY":  `{"allow":"everyone"}`,
+		"CLAWPEN_CLOCK_OFFSET":   "tomorrow",
 	}))
 	require.Error(t, err)
-	for _, name := range []string{"CLAWPEN_OWNER_ID", "CLAWPEN_ASSISTANT_NAME", "CLAWPEN_SANDBOX", "CLAWPEN_MAX_CONCURRENT", "CLAWPEN_AGENT_TIMEOUT", "TELEGRAM_API_URL", "TZ"} {
+	for _, name := range []string{"CLAWPEN_OWNER_ID", "CLAWPEN_ASSISTANT_NAME", "CLAWPEN_SANDBOX", "CLAWPEN_MAX_CONCURRENT", "CLAWPEN_AGENT_TIMEOUT", "CLAWPEN_DISK_MB", "CLAWPEN_EGRESS_MB", "CLAWPEN_MAX_TOKENS", "TELEGRAM_API_URL", "TZ",
+		"CLAWPEN_MAX_FILE_MB", "CLAWPEN_DEBUG", "CLAWPEN_DOCKER_RUNTIME", "CLAWPEN_RETRY_BACKOFF", "CLAWPEN_MIN_INTERVAL", "CLAWPEN_SENDER_POLICY", "CLAWPEN_CLOCK_OFFSET"} {
 		assert.Contains(t, err.Error(), name)
 	}
+}
+
+func TestEgressMB(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, int64(DefaultEgressMB), c.EgressMB)
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_EGRESS_MB": "5"}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), c.EgressMB)
+}
+
+func TestMaxFileMB(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, int64(20), c.MaxFileMB)
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_MAX_FILE_MB": "2"}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), c.MaxFileMB)
+}
+
+func TestMaxTokens(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"CLAWPEN_MAX_TOKENS": "4096"}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(4096), c.MaxTokens)
 }
 
 func TestRequireServe(t *testing.T) {
@@ -55,6 +120,35 @@ func TestRequireServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.RequireServe())
 	assert.Equal(t, "openai", c.Provider())
+}
+
+func TestProviderAndDefaultModel(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		env           map[string]string
+		provider      string
+		model         string
+		serveRefusals bool
+	}{
+		{"anthropic key", map[string]string{"ANTHROPIC_API_KEY": "a"}, "anthropic", DefaultModel, false},
+		{"both keys: anthropic", map[string]string{"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"}, "anthropic", DefaultModel, false},
+		{"only openai: an openai model", map[string]string{"OPENAI_API_KEY": "o"}, "openai", DefaultOpenAIModel, false},
+		{"key-less local server", map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}, "openai", DefaultOpenAIModel, false},
+		{"model named", map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "CLAWPEN_MODEL": "llama3.2"}, "openai", "llama3.2", false},
+		{"nothing", nil, "anthropic", DefaultModel, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{"TELEGRAM_BOT_TOKEN": "1:x"}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			c, err := FromEnv(env(e))
+			require.NoError(t, err)
+			assert.Equal(t, tc.provider, c.Provider())
+			assert.Equal(t, tc.model, c.Model)
+			assert.Equal(t, tc.serveRefusals, c.RequireServe() != nil)
+		})
+	}
 }
 
 func TestSandboxEnvHoldsNoSecret(t *testing.T) {
@@ -138,4 +232,95 @@ func TestDebugAddrIsLoopbackOnly(t *testing.T) {
 			assert.Contains(t, err.Error(), "CLAWPEN_DEBUG_ADDR")
 		})
 	}
+}
+
+// Every variable FromEnv reads is in configs/.env.example, right under a
+// comment that says what it does.
+func TestEveryVariableIsInTheExample(t *testing.T) {
+	read := map[string]bool{}
+	_, err := FromEnv(func(name string) string { read[name] = true; return "" })
+	require.NoError(t, err)
+	require.NotEmpty(t, read)
+
+	raw, err := os.ReadFile("../../configs/.env.example")
+	require.NoError(t, err)
+	lines := strings.Split(string(raw), "\n")
+	isVar := regexp.MustCompile(`^#?([A-Z][A-Z0-9_]*)=`)
+	documented := map[string]bool{}
+	for i, l := range lines {
+		m := isVar.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if i > 0 && strings.HasPrefix(lines[i-1], "# ") {
+			documented[m[1]] = true
+		}
+	}
+	for name := range read {
+		assert.True(t, documented[name], "%s is not in configs/.env.example under a comment", name)
+	}
+}
+
+// TestDirsAreResolvedAtStart: the data and groups dirs are resolved once,
+// so that later opens below them can refuse any symlink; a part that does
+// not exist yet is kept as written.
+func TestDirsAreResolvedAtStart(t *testing.T) {
+	base := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(base, "real", "project"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(base, "real"), filepath.Join(base, "link")))
+	c, err := FromEnv(env(map[string]string{
+		"CLAWPEN_DATA_DIR":   filepath.Join(base, "link", "project", "data"),
+		"CLAWPEN_GROUPS_DIR": filepath.Join(base, "link", "project"),
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(base, "real", "project", "data"), c.DataDir)
+	assert.Equal(t, filepath.Join(base, "real", "project"), c.GroupsDir)
+}
+
+func TestHostRoot(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		env            map[string]string
+		root, hostRoot string
+		err            string
+	}{
+		{name: "bare host", env: map[string]string{}},
+		{name: "the image's CLAWPEN_ROOT alone maps nothing", env: map[string]string{"CLAWPEN_ROOT": "/app"}},
+		{name: "mapped", env: map[string]string{"CLAWPEN_ROOT": "/app/", "CLAWPEN_HOST_ROOT": "/srv/clawpen",
+			"CLAWPEN_DATA_DIR": "/app/data", "CLAWPEN_GROUPS_DIR": "/app/groups"}, root: "/app", hostRoot: "/srv/clawpen"},
+		{name: "host root without root", env: map[string]string{"CLAWPEN_HOST_ROOT": "/srv/clawpen"}, err: "want two absolute paths"},
+		{name: "relative host root", env: map[string]string{"CLAWPEN_ROOT": "/app", "CLAWPEN_HOST_ROOT": "srv"}, err: "want two absolute paths"},
+		{name: "data dir outside root", env: map[string]string{"CLAWPEN_ROOT": "/app", "CLAWPEN_HOST_ROOT": "/srv/clawpen",
+			"CLAWPEN_DATA_DIR": "/data", "CLAWPEN_GROUPS_DIR": "/app/groups"}, err: "CLAWPEN_DATA_DIR=/data is outside CLAWPEN_ROOT=/app"},
+		{name: "groups dir beside root", env: map[string]string{"CLAWPEN_ROOT": "/app", "CLAWPEN_HOST_ROOT": "/srv/clawpen",
+			"CLAWPEN_DATA_DIR": "/app/data", "CLAWPEN_GROUPS_DIR": "/app2/groups"}, err: "CLAWPEN_GROUPS_DIR=/app2/groups is outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromEnv(env(tc.env))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.root, c.Root)
+			assert.Equal(t, tc.hostRoot, c.HostRoot)
+		})
+	}
+}
+
+// CLAWPEN_TOOLS_DIR defaults under $HOME; a tool's listed variables are
+// read from the environment the configuration came from, and only then.
+func TestToolsDirAndToolEnv(t *testing.T) {
+	t.Setenv("HOME", "/home/owner")
+	c, err := FromEnv(env(map[string]string{"WEB_SEARCH_KEY": "k1"}))
+	require.NoError(t, err)
+	assert.Equal(t, "/home/owner/.config/clawpen/tools", c.ToolsDir)
+	assert.Equal(t, "k1", c.ToolEnv("WEB_SEARCH_KEY"))
+	assert.Equal(t, "", c.ToolEnv("UNSET_VAR"))
+	assert.Equal(t, "", Config{}.ToolEnv("WEB_SEARCH_KEY"), "a Config not read from an environment gives none")
+
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_TOOLS_DIR": "/etc/clawpen/tools"}))
+	require.NoError(t, err)
+	assert.Equal(t, "/etc/clawpen/tools", c.ToolsDir)
 }

@@ -1,9 +1,12 @@
 // Package domain holds the types every other package speaks: chats, messages,
-// groups, tasks and audit entries. It knows nothing of Telegram, SQLite or sandboxes.
+// groups and their sender policies, tasks, audit entries, and the job an agent
+// is given with the events it answers (job.go, the host-agent protocol). It
+// knows nothing of Telegram, SQLite or sandbox backends.
 package domain
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -31,11 +34,62 @@ type Message struct {
 	SenderName string    `json:"sender_name"`
 	Text       string    `json:"text"`
 	Time       time.Time `json:"time"`
-	FromBot    bool      `json:"from_bot,omitempty"` // the assistant's own outgoing messages
 	// Triggered is decided when the message arrives (trigger word, mention of
 	// the bot, reply to the bot) and stored, so a restart knows which pending
 	// messages still await an answer.
 	Triggered bool `json:"triggered,omitempty"`
+	// Attachment is the file the message carried, if any.
+	Attachment *Attachment `json:"attachment,omitempty"`
+}
+
+// Attachment is a file a message carried, as the agent is told of it.
+type Attachment struct {
+	Type string `json:"type"` // photo, document, voice, audio, video
+	// Path is where the agent finds it (/workspace/group/inbox/…); "" when
+	// the host did not fetch it (Note says why).
+	Path string `json:"path,omitempty"`
+	Name string `json:"name,omitempty"` // the sender's file name: untrusted, shown escaped
+	Note string `json:"note,omitempty"` // e.g. too large
+}
+
+// ErrFileTooLarge is a file users sent that is over the host's cap.
+var ErrFileTooLarge = errors.New("file is larger than the cap")
+
+// InFile is a file in an incoming message, before the host fetched it.
+type InFile struct {
+	Type string // photo, document, voice, audio, video
+	Name string // the sender's file name: untrusted
+	MIME string // the sender's claim: untrusted
+	// Sizes are the versions Telegram offers, largest first (a photo comes
+	// in several; anything else in one). Bytes 0 is unknown.
+	Sizes []FileVersion
+}
+
+// FileVersion is one version of an incoming file.
+type FileVersion struct {
+	ID    string
+	Bytes int64
+}
+
+// Inbound is one message as the chat adapter (Telegram) saw it, before the
+// router decides what it is: stored as a Message, a command, or nothing.
+type Inbound struct {
+	ChatID            int64
+	ChatType          string // private, group, supergroup, channel
+	ChatTitle         string // group title, or the other person's name in a private chat
+	MessageID         int64
+	ThreadID          int // the forum topic to answer in; 0 outside a topic
+	SenderID          int64
+	SenderName        string // first + last name, else @username
+	SenderIsBot       bool
+	Text              string  // text, or the caption of a media message
+	Media             string  // what a message without text holds, in words ("sticker"); "" otherwise
+	File              *InFile // a photo, document, voice note, audio or video the host may fetch
+	Time              time.Time
+	MentionsBot       bool  // an @mention of the bot (or a text_mention of it)
+	ReplyToBot        bool  // a reply to one of the bot's messages
+	MigrateToChatID   int64 // service message: this group became that supergroup
+	MigrateFromChatID int64 // service message: this supergroup was that group
 }
 
 // MountRequest is an extra host folder a group asks for (validated against the allowlist).
@@ -56,12 +110,36 @@ type Group struct {
 	Trigger string          `json:"trigger,omitempty"` // empty: "@" + assistant name
 	Profile string          `json:"profile,omitempty"` // sandbox profile name
 	Mounts  []MountRequest  `json:"mounts,omitempty"`
-	Policy  json.RawMessage `json:"policy,omitempty"` // sender policy (issue 4), raw so a malformed one fails closed where it is read
+	Policy  json.RawMessage `json:"policy,omitempty"` // sender policy, raw so a malformed one fails closed where it is read
 	Added   time.Time       `json:"added"`
 }
 
 // IsMain reports whether g is the owner's private chat.
 func (g Group) IsMain() bool { return g.Folder == MainFolder }
+
+// Caller is who asks the host for an operation on tasks, groups or chats:
+// an agent run, known by the socket its request arrived on (never by what
+// the request claims), or the owner, through a chat command in main or the
+// CLI. The socket and authorization speak only this type.
+type Caller struct {
+	Group  string // folder
+	ChatID int64
+	IsMain bool
+	// Run is the agent run (invocation id) a socket serves: quotas and the
+	// audit log's budget are per run.
+	Run string
+	// Owner marks the owner's own commands. Only the owner's chat and the
+	// CLI set it; a socket never does, so an agent can never be the owner.
+	Owner bool
+}
+
+// Caller is g asking, from its agent run run.
+func (g Group) Caller(run string) Caller {
+	return Caller{Group: g.Folder, ChatID: g.ChatID, IsMain: g.IsMain(), Run: run}
+}
+
+// Owner is the owner asking: in the main chat, or on the CLI.
+func Owner() Caller { return Caller{Group: MainFolder, IsMain: true, Owner: true} }
 
 // Task schedule types and context modes.
 const (
@@ -108,9 +186,10 @@ type TaskRun struct {
 type AuditEntry struct {
 	ID        int64     `json:"id"`
 	Time      time.Time `json:"time"`
-	Group     string    `json:"group"`     // folder of the caller, or "" for the host itself
-	Operation string    `json:"operation"` // e.g. "ipc.send_message", "sandbox.start", "telegram.private"
-	Decision  string    `json:"decision"`  // "allow", "deny", "error"
+	Group     string    `json:"group"`            // folder of the caller, or "" for the host itself
+	Operation string    `json:"operation"`        // e.g. "ipc.send_message", "sandbox.start", "telegram.private"
+	Target    string    `json:"target,omitempty"` // what the operation was about: an egress destination, a tool, a task
+	Decision  string    `json:"decision"`         // "allow", "deny", "error"
 	Reason    string    `json:"reason"`
 }
 
@@ -119,6 +198,16 @@ type Outgoing struct {
 	ID       int64     `json:"id"`
 	ChatID   int64     `json:"chat_id"`
 	ThreadID int       `json:"thread_id,omitempty"`
-	Text     string    `json:"text"`
+	Text     string    `json:"text"` // a file's caption
 	Created  time.Time `json:"created"`
+	// Kind is how a file is sent (OutPhoto, OutDocument); "" is text. The
+	// file's bytes are in the store, apart from the row.
+	Kind     string `json:"kind,omitempty"`
+	FileName string `json:"file_name,omitempty"`
 }
+
+// Kinds of outgoing files.
+const (
+	OutPhoto    = "photo"
+	OutDocument = "document"
+)

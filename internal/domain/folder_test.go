@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,20 @@ func TestValidateFolder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFolderSlugIsThePattern holds the written-out check to the pattern it
+// replaces, on the seeds and whatever the fuzzer makes of them.
+func FuzzFolderSlugIsThePattern(f *testing.F) {
+	pattern := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	for _, s := range []string{"", "a", "main", "a-", "-a", "a_b", "A", "a\n", "ab\x00", "z9", "0", "a.b", "é",
+		"a234567890123456789012345678901234567890123456789012345678901234",
+		"a23456789012345678901234567890123456789012345678901234567890123"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isFolderSlug(s), pattern.MatchString(s); got != want {
+			t.Fatalf("isFolderSlug(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }

@@ -1,7 +1,8 @@
 // Package fakellm is a fake model provider for tests: it speaks the Anthropic
-// Messages API (POST /v1/messages, JSON and SSE streaming) and the OpenAI chat
-// completions API (POST /v1/chat/completions) on the wire, so the official SDKs
-// talk to it unchanged. Its answers follow a deterministic script driven by the
+// Messages API (POST /v1/messages, JSON and SSE streaming), the OpenAI chat
+// completions API (POST /v1/chat/completions, JSON and SSE streaming), with
+// the token usage of every answer as the providers report it, and both lists of models (GET
+// /v1/models) on the wire, so the official SDKs talk to it unchanged. Its answers follow a deterministic script driven by the
 // conversation (see script.go), which lets end-to-end tests make an agent use tools.
 package fakellm
 
@@ -12,8 +13,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/clawpen/clawpen/internal/retry"
 )
 
 // Server is a running fake provider. It is also an http.Handler, so it can be
@@ -22,9 +26,11 @@ type Server struct {
 	mu          sync.Mutex
 	requests    []Request
 	requiredKey string
+	models      []string // what GET /v1/models lists
 	failLeft    int
 	failStatus  int
 	seq         int
+	firstText   func(at time.Time) // see OnFirstText
 
 	ts   *httptest.Server // set by New
 	hs   *http.Server     // set by Start
@@ -33,9 +39,13 @@ type Server struct {
 	done chan struct{}
 }
 
+// defaultModels are the models a new Server lists: every model name the
+// tests configure, and one dated id as Anthropic lists them.
+var defaultModels = []string{"claude-test", "claude-sonnet-4-5-20250929", "gpt-4.1-mini"}
+
 // NewHandler returns a Server that is not listening anywhere; serve it yourself.
 func NewHandler() *Server {
-	return &Server{}
+	return &Server{models: slices.Clone(defaultModels)}
 }
 
 // New starts a Server on a random local port.
@@ -93,6 +103,24 @@ func (s *Server) SetRequiredKey(k string) {
 	s.requiredKey = k
 }
 
+// SetModels sets the model ids GET /v1/models lists (by default
+// claude-test, claude-sonnet-4-5-20250929 and gpt-4.1-mini); the server
+// answers any model whatever it lists.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = ids
+}
+
+// OnFirstText makes every streamed answer with text call f with the time
+// its first text chunk was flushed to the client: where a draft's latency
+// starts (clawpen-bench). nil stops it.
+func (s *Server) OnFirstText(f func(at time.Time)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.firstText = f
+}
+
 // FailNext makes the next n requests fail with status and the provider's error JSON.
 func (s *Server) FailNext(n int, status int) {
 	s.mu.Lock()
@@ -100,7 +128,8 @@ func (s *Server) FailNext(n int, status int) {
 	s.failLeft, s.failStatus = n, status
 }
 
-// Requests returns a copy of every request received so far, in order.
+// Requests returns a copy of every model request (messages, chat
+// completions) received so far, in order; listings of models are not.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,6 +142,9 @@ func (s *Server) Requests() []Request {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var api apiKind
 	switch r.URL.Path {
+	case "/v1/models":
+		s.serveModels(w, r)
+		return
 	case "/v1/messages":
 		api = anthropicAPI
 	case "/v1/chat/completions":
@@ -137,6 +169,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.failLeft--
 	}
 	key := s.requiredKey
+	firstText := s.firstText
 	s.mu.Unlock()
 
 	if failing {
@@ -165,23 +198,68 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return
 	}
-	if ans.sleep > 0 {
-		select {
-		case <-time.After(ans.sleep):
-		case <-r.Context().Done():
-			return // the client went away (killed host); nothing to answer
-		}
+	ans.firstText = firstText
+	if retry.Sleep(r.Context(), ans.sleep) != nil {
+		return // the client went away (killed host); nothing to answer
 	}
 	switch {
 	case api == openaiAPI && req.Stream:
-		writeError(w, api, http.StatusBadRequest, "fakellm: streaming chat completions are not supported")
+		writeOpenAIStream(r.Context(), w, req, ans, seq)
 	case api == openaiAPI:
 		writeOpenAI(w, req, ans, seq)
 	case req.Stream:
-		writeAnthropicStream(w, req, ans, seq)
+		writeAnthropicStream(r.Context(), w, req, ans, seq)
 	default:
 		writeAnthropic(w, req, ans, seq)
 	}
+}
+
+// serveModels answers GET /v1/models as the provider the request is for
+// does: Anthropic's (x-api-key, anthropic-version required) or OpenAI's
+// (a bearer key, or none for a key-less server).
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	api := openaiAPI
+	if r.Header.Get("X-Api-Key") != "" || r.Header.Get("Anthropic-Version") != "" {
+		api = anthropicAPI
+	}
+	if r.Method != http.MethodGet {
+		writeError(w, api, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	s.mu.Lock()
+	key, ids := s.requiredKey, s.models
+	s.mu.Unlock()
+	if key != "" && !hasKey(r, api, key) {
+		msg := "invalid x-api-key"
+		if api == openaiAPI {
+			msg = "Incorrect API key provided"
+		}
+		writeError(w, api, http.StatusUnauthorized, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	created := time.Date(2025, 9, 29, 0, 0, 0, 0, time.UTC)
+	if api == openaiAPI {
+		data := []map[string]any{}
+		for _, id := range ids {
+			data = append(data, map[string]any{"id": id, "object": "model", "created": created.Unix(), "owned_by": "fakellm"})
+		}
+		writeJSON(w, map[string]any{"object": "list", "data": data})
+		return
+	}
+	if r.Header.Get("Anthropic-Version") == "" {
+		writeError(w, api, http.StatusBadRequest, "anthropic-version: header is required")
+		return
+	}
+	data := []map[string]any{}
+	for _, id := range ids {
+		data = append(data, map[string]any{"type": "model", "id": id, "display_name": id, "created_at": created.Format(time.RFC3339)})
+	}
+	var first, last any
+	if len(ids) > 0 {
+		first, last = ids[0], ids[len(ids)-1]
+	}
+	writeJSON(w, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
 }
 
 func hasKey(r *http.Request, api apiKind, key string) bool {

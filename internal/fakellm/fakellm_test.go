@@ -275,3 +275,48 @@ func TestSleepEndsWithClient(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// Both SDKs list the fake's models as they list the real providers', and
+// get the providers' 401 for a wrong key.
+func TestModelsList(t *testing.T) {
+	srv := fakellm.New()
+	defer srv.Close()
+	srv.SetRequiredKey("sk-test")
+	srv.SetModels("claude-sonnet-4-5-20250929", "gpt-4.1-mini")
+	ctx := context.Background()
+	want := []string{"claude-sonnet-4-5-20250929", "gpt-4.1-mini"}
+
+	ac := anthropicClient(srv, "sk-test")
+	page, err := ac.Models.List(ctx, anthropic.ModelListParams{})
+	require.NoError(t, err)
+	var got []string
+	for _, m := range page.Data {
+		got = append(got, m.ID)
+		assert.Equal(t, "model", string(m.Type))
+		assert.False(t, m.CreatedAt.IsZero())
+	}
+	assert.Equal(t, want, got)
+	assert.False(t, page.HasMore)
+
+	oc := openai.NewClient(ooption.WithBaseURL(srv.URL()+"/v1/"), ooption.WithAPIKey("sk-test"), ooption.WithMaxRetries(0))
+	opage, err := oc.Models.List(ctx)
+	require.NoError(t, err)
+	got = nil
+	for _, m := range opage.Data {
+		got = append(got, m.ID)
+		assert.Equal(t, "model", string(m.Object))
+	}
+	assert.Equal(t, want, got)
+	assert.Empty(t, srv.Requests(), "a listing is not a model request")
+
+	abad := anthropicClient(srv, "nope")
+	_, err = abad.Models.List(ctx, anthropic.ModelListParams{})
+	var aErr *anthropic.Error
+	require.ErrorAs(t, err, &aErr)
+	assert.Equal(t, http.StatusUnauthorized, aErr.StatusCode)
+	bad := openai.NewClient(ooption.WithBaseURL(srv.URL()+"/v1/"), ooption.WithAPIKey("nope"), ooption.WithMaxRetries(0))
+	_, err = bad.Models.List(ctx)
+	var oErr *openai.Error
+	require.ErrorAs(t, err, &oErr)
+	assert.Equal(t, http.StatusUnauthorized, oErr.StatusCode)
+}

@@ -23,13 +23,17 @@ const maxBody = 32 << 20
 type Request struct {
 	Path      string
 	Header    http.Header
-	Body      []byte // raw body as received
+	Trailer   http.Header // trailers after a chunked body, if any
+	Body      []byte      // raw body as received
 	Model     string
 	MaxTokens int64
 	Stream    bool
-	System    string // system prompt text (OpenAI: the system/developer messages, joined)
-	Messages  []Message
-	Tools     []Tool
+	// IncludeUsage: a streamed chat completion asked for its usage
+	// (stream_options.include_usage).
+	IncludeUsage bool
+	System       string // system prompt text (OpenAI: the system/developer messages, joined)
+	Messages     []Message
+	Tools        []Tool
 }
 
 // Message is one conversation message. OpenAI "tool" messages appear as role
@@ -87,6 +91,7 @@ func decodeRequest(r *http.Request, api apiKind) (Request, error) {
 	if err != nil {
 		return req, fmt.Errorf("read body: %w", err)
 	}
+	req.Trailer = r.Trailer.Clone() // complete once the body is read
 	if len(body) > maxBody {
 		return req, errors.New("request body too large")
 	}
@@ -204,7 +209,10 @@ func decodeOpenAI(body []byte, req *Request) error {
 		MaxTokens           int64  `json:"max_tokens"`
 		MaxCompletionTokens int64  `json:"max_completion_tokens"`
 		Stream              bool   `json:"stream"`
-		Messages            []struct {
+		StreamOptions       struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+		Messages []struct {
 			Role       string          `json:"role"`
 			Content    json.RawMessage `json:"content"`
 			ToolCallID string          `json:"tool_call_id"`
@@ -227,7 +235,7 @@ func decodeOpenAI(body []byte, req *Request) error {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return fmt.Errorf("invalid JSON body: %w", err)
 	}
-	req.Model, req.Stream = in.Model, in.Stream
+	req.Model, req.Stream, req.IncludeUsage = in.Model, in.Stream, in.StreamOptions.IncludeUsage
 	req.MaxTokens = max(in.MaxTokens, in.MaxCompletionTokens)
 	for _, t := range in.Tools {
 		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})

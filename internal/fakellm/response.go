@@ -1,11 +1,19 @@
 package fakellm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/clawpen/clawpen/internal/retry"
 )
+
+// drip waits d between two streamed chunks; false: the client went away.
+func drip(ctx context.Context, d time.Duration) bool {
+	return d <= 0 || retry.Sleep(ctx, d) == nil
+}
 
 func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
@@ -14,6 +22,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func outTokens(a answer) int {
+	if a.outToks > 0 {
+		return a.outToks
+	}
 	if a.tool != nil {
 		return len(a.tool.input)/4 + 10
 	}
@@ -70,7 +81,7 @@ func chunks(s string, n int) []string {
 }
 
 // writeAnthropicStream sends the real SSE event sequence of the Messages API.
-func writeAnthropicStream(w http.ResponseWriter, req Request, a answer, seq int) {
+func writeAnthropicStream(ctx context.Context, w http.ResponseWriter, req Request, a answer, seq int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Request-Id", fmt.Sprintf("req_fake_%d", seq))
@@ -99,8 +110,14 @@ func writeAnthropicStream(w http.ResponseWriter, req Request, a answer, seq int)
 		}
 	} else {
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-		for _, c := range chunks(a.text, 32) {
+		for i, c := range chunks(a.text, 32) {
+			if i > 0 && !drip(ctx, a.drip) {
+				return
+			}
 			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
+			if i == 0 && a.firstText != nil {
+				a.firstText(time.Now())
+			}
 		}
 	}
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
@@ -109,6 +126,58 @@ func writeAnthropicStream(w http.ResponseWriter, req Request, a answer, seq int)
 		"usage": map[string]any{"output_tokens": outTokens(a)},
 	})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// writeOpenAIStream sends the chunks of a streamed chat completion, and,
+// when asked (stream_options.include_usage), the last chunk with the usage
+// and no choices, as the API does.
+func writeOpenAIStream(ctx context.Context, w http.ResponseWriter, req Request, a answer, seq int) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req_fake_%d", seq))
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	created := time.Now().Unix()
+	send := func(choices []map[string]any, usage any) {
+		b, _ := json.Marshal(map[string]any{
+			"id": fmt.Sprintf("chatcmpl-fake%d", seq), "object": "chat.completion.chunk", "created": created,
+			"model": req.Model, "choices": choices, "usage": usage,
+		})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	delta := func(d map[string]any, finish any) []map[string]any {
+		return []map[string]any{{"index": 0, "delta": d, "finish_reason": finish, "logprobs": nil}}
+	}
+	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
+	finish := "stop"
+	if a.tool != nil {
+		finish = "tool_calls"
+		send(delta(map[string]any{"tool_calls": []map[string]any{{"index": 0, "id": fmt.Sprintf("call_%d", a.toolN), "type": "function",
+			"function": map[string]any{"name": a.tool.name, "arguments": ""}}}}, nil), nil)
+		for _, c := range chunks(string(a.tool.input), 16) {
+			send(delta(map[string]any{"tool_calls": []map[string]any{{"index": 0, "function": map[string]any{"arguments": c}}}}, nil), nil)
+		}
+	} else {
+		for i, c := range chunks(a.text, 32) {
+			if i > 0 && !drip(ctx, a.drip) {
+				return
+			}
+			send(delta(map[string]any{"content": c}, nil), nil)
+			if i == 0 && a.firstText != nil {
+				a.firstText(time.Now())
+			}
+		}
+	}
+	send(delta(map[string]any{}, finish), nil)
+	if req.IncludeUsage {
+		send([]map[string]any{}, map[string]any{
+			"prompt_tokens": a.inToks, "completion_tokens": outTokens(a), "total_tokens": a.inToks + outTokens(a),
+		})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
 func writeOpenAI(w http.ResponseWriter, req Request, a answer, seq int) {

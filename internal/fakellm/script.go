@@ -18,6 +18,11 @@ import (
 //	REPLY <text>                the final answer is exactly <text> (to the line end;
 //	                            a trailing closing tag of the host's format is dropped)
 //	REPLY_LONG <n>              the final answer is n characters of paragraphs
+//	DRIP <duration>             a streamed answer waits that long between its
+//	                            chunks (a slow model writing)
+//	USAGE <input> <output>      every answer to this prompt reports these token
+//	                            counts (else input is the prompt's length / 4,
+//	                            output the answer's)
 //
 // Directives may sit inside other text on a line. While fewer tool_results than
 // TOOL directives follow the prompt, the answer is a tool_use for the next one;
@@ -28,6 +33,8 @@ var (
 	sleepRe = regexp.MustCompile(`\bSLEEP\s+(\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))`)
 	replyRe = regexp.MustCompile(`\bREPLY\s+(.*)$`)
 	longRe  = regexp.MustCompile(`\bREPLY_LONG\s+(\d+)`)
+	usageRe = regexp.MustCompile(`\bUSAGE\s+(\d{1,12})\s+(\d{1,12})\b`)
+	dripRe  = regexp.MustCompile(`\bDRIP\s+(\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))`)
 )
 
 const (
@@ -42,19 +49,26 @@ type toolCall struct {
 
 // answer is what the server replies: a tool call, or final text.
 type answer struct {
-	tool   *toolCall
-	toolN  int // 1-based number of the tool call within the prompt, for ids
-	text   string
-	sleep  time.Duration
-	inToks int
+	tool  *toolCall
+	toolN int // 1-based number of the tool call within the prompt, for ids
+	text  string
+	sleep time.Duration
+	drip  time.Duration // between streamed chunks
+	// firstText, when set, is told when the first text chunk was flushed.
+	firstText func(at time.Time)
+	inToks    int
+	// outToks, when set, replaces the output tokens reckoned from the answer.
+	outToks int
 }
 
 type directives struct {
 	tools    []toolCall
 	sleep    time.Duration
+	drip     time.Duration
 	reply    *string
 	longN    int
 	hasReply bool
+	usage    *[2]int // USAGE: input and output tokens
 }
 
 // closingTag is the host's element end after a directive (</message>, </scheduled_task>).
@@ -70,9 +84,19 @@ func parseDirectives(prompt string) (directives, error) {
 			}
 			d.tools = append(d.tools, toolCall{name: m[1], input: in})
 		}
+		if m := usageRe.FindStringSubmatch(line); m != nil {
+			in, _ := strconv.Atoi(m[1]) // at most 12 digits: always fits
+			out, _ := strconv.Atoi(m[2])
+			d.usage = &[2]int{in, out}
+		}
 		if m := sleepRe.FindStringSubmatch(line); m != nil {
 			if dur, err := time.ParseDuration(m[1]); err == nil {
 				d.sleep = min(dur, maxSleep)
+			}
+		}
+		if m := dripRe.FindStringSubmatch(line); m != nil {
+			if dur, err := time.ParseDuration(m[1]); err == nil {
+				d.drip = min(dur, maxSleep)
 			}
 		}
 		if m := longRe.FindStringSubmatch(line); m != nil && !d.hasReply {
@@ -128,7 +152,10 @@ func plan(msgs []Message) (answer, error) {
 			}
 		}
 	}
-	ans := answer{inToks: len(prompt)/4 + 1}
+	ans := answer{inToks: len(prompt)/4 + 1, drip: d.drip}
+	if d.usage != nil {
+		ans.inToks, ans.outToks = d.usage[0], d.usage[1]
+	}
 	if len(results) == 0 {
 		ans.sleep = d.sleep
 	}

@@ -75,3 +75,13 @@ func TestCheckToolPairing(t *testing.T) {
 	bad[2] = Message{Role: "user", Content: []Block{{Type: "tool_result", ToolUseID: "b"}}}
 	assert.Error(t, checkToolPairing(bad))
 }
+
+func TestPlanDrip(t *testing.T) {
+	ans, err := plan([]Message{user("DRIP 40ms\nREPLY slowly written")})
+	require.NoError(t, err)
+	assert.Equal(t, 40*time.Millisecond, ans.drip)
+	assert.Equal(t, "slowly written", ans.text)
+	ans, err = plan([]Message{user("REPLY fast")})
+	require.NoError(t, err)
+	assert.Zero(t, ans.drip)
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +23,11 @@ type msgOpts struct {
 	setEntities bool
 	migrateTo   int64
 	migrateFrom int64
-	caption     bool
+	caption     bool // a photo, the text its caption
+	sticker     bool
 	date        time.Time
 	messageID   int64
+	extra       map[string]any // Attach: the file's field of the message (instead of the default photo)
 }
 
 // MsgOpt adjusts a message pushed with PushMessage.
@@ -58,11 +62,12 @@ func MigrateTo(newChatID int64) MsgOpt { return func(o *msgOpts) { o.migrateTo =
 // the group oldChatID.
 func MigrateFrom(oldChatID int64) MsgOpt { return func(o *msgOpts) { o.migrateFrom = oldChatID } }
 
-// AsCaption sends the text as the caption of a photo instead of as message text.
+// AsCaption sends the text as the caption of a photo instead of as message
+// text; with no text, the photo has no caption.
 func AsCaption() MsgOpt { return func(o *msgOpts) { o.caption = true } }
 
-// At sets the message date.
-func At(t time.Time) MsgOpt { return func(o *msgOpts) { o.date = t } }
+// Sticker sends a sticker, as Telegram does: no text, no caption.
+func Sticker() MsgOpt { return func(o *msgOpts) { o.sticker = true } }
 
 // WithMessageID sets the message id instead of the next one of the chat.
 func WithMessageID(id int64) MsgOpt { return func(o *msgOpts) { o.messageID = id } }
@@ -122,10 +127,17 @@ func (s *Server) PushMessage(chatID int64, chatType, title string, from User, te
 	if !o.setEntities {
 		entities = mentions(text)
 	}
+	maps.Copy(msg, o.extra)
+	if o.caption && o.extra == nil {
+		msg["photo"] = []map[string]any{{"file_id": "photo1", "file_unique_id": "p1", "width": 90, "height": 90, "file_size": 1200}}
+	}
+	if o.sticker {
+		msg["sticker"] = map[string]any{"file_id": "sticker1", "file_unique_id": "s1", "type": "regular",
+			"width": 512, "height": 512, "is_animated": false, "is_video": false, "emoji": "👍"}
+	}
 	if text != "" {
 		if o.caption {
 			msg["caption"] = text
-			msg["photo"] = []map[string]any{{"file_id": "photo1", "file_unique_id": "p1", "width": 90, "height": 90}}
 			if len(entities) > 0 {
 				msg["caption_entities"] = entities
 			}
@@ -287,11 +299,28 @@ func (s *Server) ChatActions(chatID int64) []ChatAction {
 	return out
 }
 
-// Commands returns the commands last set by setMyCommands.
-func (s *Server) Commands() []Command {
+// Commands returns the commands last set by setMyCommands without a scope
+// (the default scope, which every chat sees).
+func (s *Server) Commands() []Command { return s.CommandsFor("default") }
+
+// CommandsFor returns the command menu of one scope: "default",
+// "chat:<chat id>", "all_private_chats", …; nil when none is set.
+func (s *Server) CommandsFor(scope string) []Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Command(nil), s.commands...)
+	return append([]Command(nil), s.commands[scope]...)
+}
+
+// CommandScopes returns every scope that has a command menu.
+func (s *Server) CommandScopes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.commands {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Tokens returns the distinct bot tokens seen, in order of first use.
@@ -326,9 +355,15 @@ func (s *Server) Pending() int {
 // FailNextSends makes the next n sendMessage calls fail with the given HTTP/Bot API
 // error code (429 carries retry_after seconds in parameters).
 func (s *Server) FailNextSends(n, code, retryAfter int) {
+	s.FailSendsAfter(0, n, code, retryAfter)
+}
+
+// FailSendsAfter lets the next ok sendMessage calls through, then fails n the
+// way FailNextSends does: a failure between the parts of a split answer.
+func (s *Server) FailSendsAfter(ok, n, code, retryAfter int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failN, s.failCode, s.failRetry = n, code, retryAfter
+	s.failAfter, s.failN, s.failCode, s.failRetry = ok, n, code, retryAfter
 }
 
 // MigrateChat makes the group oldChatID behave as upgraded to the supergroup

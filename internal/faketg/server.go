@@ -104,13 +104,21 @@ type Server struct {
 	chatTypes    map[int64]string
 	sent         []SentMessage
 	actions      []ChatAction
-	commands     []Command
+	commands     map[string][]Command // by scope (see CommandsFor)
+	drafts       draftState
 	migrated     map[int64]int64 // old group id -> supergroup id
 	failN        int
+	failAfter    int // sends let through before the failN failures
 	failCode     int
 	failRetry    int
 	dropN        int
 	handOut      func(updateID int64, at time.Time)
+	// files.go
+	files         []SentFile
+	stored        map[string][]byte // file id -> bytes users send
+	failDownloads int
+	failFiles     int
+	downloads     int
 }
 
 // Option configures a Server.
@@ -145,6 +153,7 @@ func newServer(opts []Option) *Server {
 		nextUpdateID: 1,
 		msgIDs:       map[int64]int64{},
 		chatTypes:    map[int64]string{},
+		commands:     map[string][]Command{},
 		migrated:     map[int64]int64{},
 	}
 	for _, o := range opts {
@@ -158,9 +167,15 @@ func newServer(opts []Option) *Server {
 	mux.HandleFunc("POST /control/fail", s.controlFail)
 	mux.HandleFunc("POST /control/drop", s.controlDrop)
 	mux.HandleFunc("GET /control/confirmed", s.controlConfirmed)
+	mux.HandleFunc("GET /control/drafts", s.controlDrafts)
+	mux.HandleFunc("POST /control/drafts/fail", s.controlFailDrafts)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/bot") {
 			s.serveBot(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/file/bot") {
+			s.serveFile(w, r)
 			return
 		}
 		writeError(w, http.StatusNotFound, "Not Found", 0)
@@ -247,6 +262,10 @@ func (s *Server) serveBot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Unauthorized", 0)
 		return
 	}
+	if m := strings.ToLower(method); m == "sendphoto" || m == "senddocument" {
+		s.sendFile(w, r, m) // multipart with a file part: read in files.go
+		return
+	}
 	params, err := readParams(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
@@ -257,7 +276,11 @@ func (s *Server) serveBot(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, s.Bot())
 	case "getupdates":
 		s.getUpdates(w, r, params)
-	case "deletewebhook", "setmycommands", "sendchataction", "sendmessage", "getwebhookinfo":
+	case "getfile":
+		s.getFile(w, params)
+	case "sendmessagedraft":
+		s.sendMessageDraft(w, params)
+	case "deletewebhook", "setmycommands", "deletemycommands", "sendchataction", "sendmessage", "getwebhookinfo":
 		s.dispatch(w, strings.ToLower(method), params, token)
 	default:
 		writeError(w, http.StatusNotFound, "Not Found", 0)
@@ -279,6 +302,8 @@ func (s *Server) dispatch(w http.ResponseWriter, method string, p params, token 
 		s.sendChatAction(w, p)
 	case "setmycommands":
 		s.setMyCommands(w, p)
+	case "deletemycommands":
+		s.deleteMyCommands(w, p)
 	}
 }
 
@@ -375,7 +400,9 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p params) {
 
 func (s *Server) sendMessage(w http.ResponseWriter, p params, token string) {
 	s.mu.Lock()
-	if s.failN > 0 {
+	if s.failN > 0 && s.failAfter > 0 {
+		s.failAfter--
+	} else if s.failN > 0 {
 		s.failN--
 		code, retry := s.failCode, s.failRetry
 		s.mu.Unlock()
@@ -507,11 +534,57 @@ func (s *Server) setMyCommands(w http.ResponseWriter, p params) {
 			return
 		}
 	}
+	scope, err := commandScope(p)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
+		return
+	}
 	s.mu.Lock()
-	s.commands = cmds
+	s.commands[scope] = cmds
 	s.notifyLocked()
 	s.mu.Unlock()
 	writeResult(w, true)
+}
+
+func (s *Server) deleteMyCommands(w http.ResponseWriter, p params) {
+	scope, err := commandScope(p)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
+		return
+	}
+	s.mu.Lock()
+	delete(s.commands, scope)
+	s.notifyLocked()
+	s.mu.Unlock()
+	writeResult(w, true)
+}
+
+// commandScope names the scope parameter of a command-menu call as
+// CommandsFor takes it: "default" without one, "chat:<id>" for a chat,
+// else the scope's type.
+func commandScope(p params) (string, error) {
+	raw := p["scope"]
+	if raw == "" {
+		return "default", nil
+	}
+	var sc struct {
+		Type   string          `json:"type"`
+		ChatID json.RawMessage `json:"chat_id"`
+	}
+	if err := json.Unmarshal([]byte(raw), &sc); err != nil || sc.Type == "" {
+		return "", errors.New("can't parse BotCommandScope")
+	}
+	switch sc.Type {
+	case "default", "all_private_chats", "all_group_chats", "all_chat_administrators":
+		return sc.Type, nil
+	case "chat", "chat_administrators", "chat_member":
+		id := strings.Trim(string(sc.ChatID), `"`)
+		if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+			return "", errors.New("chat not found")
+		}
+		return sc.Type + ":" + id, nil
+	}
+	return "", errors.New("unsupported BotCommandScope type")
 }
 
 func describe(code, retryAfter int) string {

@@ -213,17 +213,34 @@ func TestLongPollWaitsAndOffsets(t *testing.T) {
 
 func TestCloseEndsLongPoll(t *testing.T) {
 	s := New()
-	done := make(chan struct{})
+	answered := make(chan map[string]any, 1)
 	go func() {
-		defer close(done)
-		resp, err := http.Post(s.URL()+"/bot"+token+"/getUpdates", "application/json", strings.NewReader(`{"timeout":60}`))
-		if err == nil {
-			resp.Body.Close()
+		// An hour: within the test only Close can end this poll.
+		resp, err := http.Post(s.URL()+"/bot"+token+"/getUpdates", "application/json", strings.NewReader(`{"timeout":3600}`))
+		if err != nil {
+			answered <- map[string]any{"error": err.Error()}
+			return
 		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			out = map[string]any{"error": err.Error()}
+		}
+		answered <- out
 	}()
-	time.Sleep(100 * time.Millisecond)
-	s.Close()
-	<-done // would hang for a minute if Close did not end the poll
+	// The poll is in the handler once it is counted.
+	for s.Calls("getUpdates") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case out := <-answered:
+		assert.Equal(t, map[string]any{"ok": true, "result": []any{}}, out, "an empty answer, as at the end of a poll")
+	case <-time.After(time.Minute): // ends a hung test only: the poll would last an hour
+		t.Fatal("Close did not end the long poll")
+	}
+	<-closed
 }
 
 func TestErrorsLookLikeTelegram(t *testing.T) {

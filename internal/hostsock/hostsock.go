@@ -1,8 +1,10 @@
 // Package hostsock serves one agent invocation's unix socket: the only door out
 // of a sandbox (DESIGN.md, "Host socket"). It proxies the model provider's API,
-// adding the host's credentials, and hands /ipc/<operation> requests to the host
-// with the identity of the socket they arrived on — never one taken from the
-// request.
+// rebuilding each request under the host's policy and adding the host's
+// credentials, and hands /ipc/<operation> requests to the host with the
+// identity of the socket they arrived on — never one taken from the request.
+// Whatever the sandbox sends, what it can make the host hold is bounded
+// (Limits).
 package hostsock
 
 import (
@@ -19,19 +21,19 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
-// Identity is who is on the other end of a socket; fixed when the socket is made.
-type Identity struct {
-	Group        string // folder
-	ChatID       int64
-	IsMain       bool
-	InvocationID string
-}
-
-// IPCFunc handles POST /ipc/<op>. body is the raw JSON request; response is
-// encoded as JSON with the given HTTP status (0 means 200).
-type IPCFunc func(ctx context.Context, id Identity, op string, body []byte) (status int, response any)
+// IPCFunc handles POST /ipc/<op> for the caller the socket was made for.
+// body is the raw JSON request; response is encoded as JSON with the given
+// HTTP status (0 means 200).
+type IPCFunc func(ctx context.Context, c domain.Caller, op string, body []byte) (status int, response any)
 
 // Upstream is a model provider the socket proxies to. APIKey never leaves the host
 // except towards BaseURL.
@@ -43,28 +45,52 @@ type Upstream struct {
 // configured reports whether the provider was set at all.
 func (u Upstream) configured() bool { return u.BaseURL != "" || u.APIKey != "" }
 
-// Defaults.
+// Defaults. The providers' URLs are config's (config.DefaultAnthropicURL …):
+// the caller always names the base URL.
 const (
-	DefaultAnthropicURL  = "https://api.anthropic.com"
-	DefaultOpenAIURL     = "https://api.openai.com/v1"
-	DefaultAnthropicVer  = "2023-06-01"
-	DefaultProxyMaxBytes = 16 << 20
-	DefaultIPCMaxBytes   = 64 << 10
+	DefaultAnthropicVer = "2023-06-01"
+	// DefaultMaxTokens caps max_tokens: twice what clawpen-agent asks for
+	// (8192), so long answers pass, while one request's cost stays bounded.
+	DefaultMaxTokens = 16384
 )
 
 // Config configures a socket's server.
 type Config struct {
 	// Anthropic: requests to /v1/messages go to BaseURL + "/v1/messages"
-	// (BaseURL as in ANTHROPIC_BASE_URL, default https://api.anthropic.com).
+	// (BaseURL as in ANTHROPIC_BASE_URL). Unset: 404.
 	Anthropic Upstream
 	// OpenAI: /v1/chat/completions goes to BaseURL + "/chat/completions"
 	// (BaseURL as in OPENAI_BASE_URL, including /v1). Unset: 404.
 	OpenAI Upstream
-	IPC    IPCFunc
+	// Model is the model every proxied request names, whatever the sandbox
+	// asked for: the configured one (a group's profile may later set its
+	// own). Empty: the proxy refuses model requests.
+	Model string
+	// Profile is the sandbox profile of the run this socket serves: its
+	// egress rules and daily token budget.
+	Profile domain.Profile
+	// Usage, when set, keeps the tokens of every answer, and is where the
+	// profile's daily budget is checked (usage.go). A budget without it
+	// refuses every model request.
+	Usage UsageBook
+	// Now and TZ place usage in days (default time.Now, time.Local).
+	Now func() time.Time
+	TZ  *time.Location
+	// MaxTokens caps max_tokens; 0 means DefaultMaxTokens.
+	MaxTokens int64
+	IPC       IPCFunc
+	// MCP, when set, serves the run's bridge tools over MCP (Streamable
+	// HTTP) at /mcp, for the caller this socket is made for.
+	MCP http.Handler
+	// Audit, when set, records the proxy's refusals (the first few of a
+	// socket, then how many more there were when it closes).
+	Audit  func(ctx context.Context, e domain.AuditEntry) error
 	Logger *slog.Logger
-	// MaxBodyBytes caps request bodies; 0 means 16 MiB for the provider proxy
-	// and 64 KiB for IPC, a positive value applies to both.
-	MaxBodyBytes int64
+	Limits Limits
+	// Egress bounds the egress proxy of a run whose Profile has network;
+	// Resolver resolves its host names (default net.DefaultResolver).
+	Egress   EgressLimits
+	Resolver Resolver
 	// Client supplies the Transport for upstream requests (default
 	// http.DefaultTransport); its redirect and timeout settings are not used,
 	// since a proxy must not follow redirects and streams can be long.
@@ -73,66 +99,93 @@ type Config struct {
 
 // Server serves one socket.
 type Server struct {
-	path      string
-	id        Identity
-	cfg       Config
-	log       *slog.Logger
-	ln        net.Listener
-	srv       *http.Server
-	anthropic *url.URL
-	openai    *url.URL // nil when not configured
-	proxies   proxies
-	closeOnce sync.Once
-	closeErr  error
-	done      chan struct{}
+	path          string
+	caller        domain.Caller // who is on the other end; fixed when the socket is made
+	cfg           Config
+	lim           Limits
+	policy        Policy
+	log           *slog.Logger
+	ln            net.Listener
+	srv           *http.Server
+	anthropic     *url.URL
+	openai        *url.URL // nil when not configured
+	proxies       proxies
+	inFlight      *semaphore.Weighted // request body bytes held, over all connections
+	rate          *rate.Limiter       // model requests
+	refusals      refusals
+	egress        *egress
+	budgetMu      sync.Mutex
+	budgetRefusal *BudgetRefusal // the first, if any
+	closeOnce     sync.Once
+	closeErr      error
+	done          chan struct{}
 }
 
-// Listen creates the socket at path, owned by uid/gid (-1 leaves it) with mode
-// 0600, and serves it until Close. A stale socket at path is replaced; any other
+// Listen creates the socket at path for caller c (an agent run), owned by
+// uid/gid (-1 leaves it) with mode 0600, and serves it until Close. A stale socket at path is replaced; any other
 // kind of file there is an error.
-func Listen(path string, uid, gid int, id Identity, cfg Config) (*Server, error) {
-	s := &Server{path: path, id: id, cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
+func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, error) {
+	lim := cfg.Limits.withDefaults()
+	s := &Server{
+		path: path, caller: c, cfg: cfg, lim: lim, log: cfg.Logger, done: make(chan struct{}),
+		policy:   Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
+		inFlight: semaphore.NewWeighted(lim.MaxInFlightBytes),
+		rate:     rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
+	}
+	if s.policy.MaxTokens <= 0 {
+		s.policy.MaxTokens = DefaultMaxTokens
+	}
+	s.refusals.s = s
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.log = s.log.With("invocation", id.InvocationID, "group", id.Group)
+	s.log = s.log.With("invocation", c.Run, "group", c.Group)
 
 	var err error
-	if s.anthropic, err = parseBase(cfg.Anthropic.BaseURL, DefaultAnthropicURL); err != nil {
-		return nil, fmt.Errorf("anthropic base URL: %w", err)
+	if cfg.Anthropic.configured() {
+		if s.anthropic, err = parseBase(cfg.Anthropic.BaseURL); err != nil {
+			return nil, fmt.Errorf("anthropic base URL: %w", err)
+		}
 	}
 	if cfg.OpenAI.configured() {
-		if s.openai, err = parseBase(cfg.OpenAI.BaseURL, DefaultOpenAIURL); err != nil {
+		if s.openai, err = parseBase(cfg.OpenAI.BaseURL); err != nil {
 			return nil, fmt.Errorf("openai base URL: %w", err)
 		}
 	}
 	s.proxies = s.newProxies()
+	s.egress = newEgress(s, cfg)
 
 	ln, err := listenPrivate(path, uid, gid)
 	if err != nil {
 		return nil, err
 	}
-	s.ln = ln
+	// More connections than this wait in the kernel's backlog, costing the
+	// host nothing, until one of these closes.
+	maxConns := lim.MaxConns
+	if cfg.Profile.HasNetwork() {
+		// Tunnels last: they get room of their own, so that they cannot
+		// keep the agent from its model.
+		maxConns += s.egress.lim.MaxConns
+	}
+	s.ln = netutil.LimitListener(ln, maxConns)
 	s.srv = &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
+		ReadHeaderTimeout: lim.HeaderTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		IdleTimeout:       lim.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.Background() },
 	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("host socket stopped", "err", err)
 		}
 	}()
 	return s, nil
 }
 
-func parseBase(raw, def string) (*url.URL, error) {
-	if raw == "" {
-		raw = def
-	}
+func parseBase(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
@@ -147,16 +200,26 @@ func parseBase(raw, def string) (*url.URL, error) {
 // and only then renames it into place, so nobody can connect to it while it
 // still has the umask's permissions. The parent (0711) cannot be listed, which
 // keeps the temporary name private.
+//
+// Everything goes through a descriptor of the parent: bind(2) takes at most
+// 107 bytes of path, which a data dir of some 55 characters already exceeds,
+// while /proc/self/fd/<fd>/<name> is short wherever the directory is.
 func listenPrivate(path string, uid, gid int) (net.Listener, error) {
-	dir := filepath.Dir(path)
+	dir, name := filepath.Split(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open socket directory %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 			return nil, fmt.Errorf("%s exists and is not a socket; not replacing it", path)
 		}
-		if err := os.Remove(path); err != nil {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil {
 			return nil, fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
@@ -164,8 +227,9 @@ func listenPrivate(path string, uid, gid int) (net.Listener, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("random name: %w", err)
 	}
-	tmp := filepath.Join(dir, ".tmp-"+hex.EncodeToString(rnd[:])+".sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	tmp := ".tmp-" + hex.EncodeToString(rnd[:]) + ".sock"
+	short := fmt.Sprintf("/proc/self/fd/%d/%s", dfd, tmp)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
@@ -173,18 +237,18 @@ func listenPrivate(path string, uid, gid int) (net.Listener, error) {
 	ln.SetUnlinkOnClose(false)
 	fail := func(err error) (net.Listener, error) {
 		_ = ln.Close()
-		_ = os.Remove(tmp)
+		_ = unix.Unlinkat(dfd, tmp, 0)
 		return nil, err
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
+	if err := unix.Fchmodat(dfd, tmp, 0o600, 0); err != nil {
 		return fail(fmt.Errorf("chmod socket: %w", err))
 	}
 	if uid != -1 || gid != -1 {
-		if err := os.Lchown(tmp, uid, gid); err != nil {
+		if err := unix.Fchownat(dfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fail(fmt.Errorf("chown socket to %d:%d: %w", uid, gid, err))
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
 		return fail(fmt.Errorf("move socket into place: %w", err))
 	}
 	return ln, nil
@@ -198,20 +262,30 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		err := s.srv.Close()
 		<-s.done
+		s.egress.close() // hijacked tunnels are not the server's to close
 		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
 		}
 		s.closeErr = err
+		s.refusals.flush()
 	})
 	return s.closeErr
 }
 
 // ServeHTTP routes a request. Every answer of the socket itself is JSON.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isEgress(r) {
+		s.egress.serve(w, r)
+		return
+	}
 	path := r.URL.Path
 	var h http.HandlerFunc
 	switch {
 	case path == "/v1/messages" || path == "/v1/messages/count_tokens":
+		if s.anthropic == nil {
+			writeError(w, http.StatusNotFound, "no Anthropic provider is configured")
+			return
+		}
 		h = s.proxies.anthropic
 	case path == "/v1/chat/completions":
 		if s.openai == nil {
@@ -219,6 +293,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h = s.proxies.openai
+	case path == "/mcp":
+		if s.cfg.MCP == nil {
+			writeError(w, http.StatusNotFound, "no MCP server on this socket")
+			return
+		}
+		// The SDK answers methods other than POST itself (405: stateless).
+		s.cfg.MCP.ServeHTTP(w, r)
+		return
 	case len(path) > len("/ipc/") && path[:len("/ipc/")] == "/ipc/":
 		h = s.serveIPC
 	default:
@@ -231,11 +313,4 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h(w, r)
-}
-
-func (s *Server) maxBody(def int64) int64 {
-	if s.cfg.MaxBodyBytes > 0 {
-		return s.cfg.MaxBodyBytes
-	}
-	return def
 }

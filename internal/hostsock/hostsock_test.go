@@ -24,11 +24,19 @@ import (
 	ooption "github.com/openai/openai-go/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 const hostKey = "sk-host-SECRET-0123456789"
 
-var teamID = Identity{Group: "team", ChatID: -100123, IsMain: false, InvocationID: "inv-1"}
+// hostModel is the model the host configures; requests name others.
+const hostModel = "claude-host"
+
+// minimalMessages is the smallest valid Messages API body.
+const minimalMessages = `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+
+var teamID = domain.Caller{Group: "team", ChatID: -100123, IsMain: false, Run: "inv-1"}
 
 // socketClient is an HTTP client whose every connection goes to the socket,
 // like the agent's inside the sandbox.
@@ -129,7 +137,7 @@ func messageParams() anthropic.MessageNewParams {
 func TestAnthropicMessagesNew(t *testing.T) {
 	rec := &recorded{}
 	up := fakeAnthropic(t, rec, nil, new(bool))
-	s, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}})
+	s, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}, Model: hostModel})
 
 	tests := []struct {
 		name string
@@ -163,7 +171,8 @@ func TestAnthropicMessagesNew(t *testing.T) {
 			assert.Empty(t, h.Values("Cookie"))
 			assert.Empty(t, h.Values("Proxy-Authorization"))
 			assert.Equal(t, "2023-06-01", h.Get("Anthropic-Version"))
-			assert.Contains(t, body, `"claude-test"`)
+			assert.Contains(t, body, `"model":"`+hostModel+`"`)
+			assert.NotContains(t, body, "claude-test", "the requested model is replaced")
 		})
 	}
 	_ = s
@@ -174,7 +183,7 @@ func TestAnthropicStreamingIsIncremental(t *testing.T) {
 	proceed := make(chan struct{})
 	stalled := false
 	up := fakeAnthropic(t, rec, proceed, &stalled)
-	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}})
+	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}, Model: hostModel})
 	client := anthropic.NewClient(aoption.WithBaseURL("http://clawpen"), aoption.WithHTTPClient(hc),
 		aoption.WithAPIKey("sk-sandbox"), aoption.WithMaxRetries(0))
 
@@ -202,23 +211,27 @@ func TestAnthropicStreamingIsIncremental(t *testing.T) {
 func TestAnthropicHeadersAndRoutes(t *testing.T) {
 	rec := &recorded{}
 	up := fakeAnthropic(t, rec, nil, new(bool))
-	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL + "/base", APIKey: hostKey}})
+	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL + "/base", APIKey: hostKey}, Model: hostModel})
 
 	tests := []struct {
-		name, path, version string
-		wantPath, wantVer   string
+		name, path, accept   string
+		wantPath, wantAccept string
 	}{
-		{"default version", "/v1/messages", "", "/base/v1/messages", "2023-06-01"},
-		{"version passed through", "/v1/messages?beta=true", "2099-01-01", "/base/v1/messages?beta=true", "2099-01-01"},
-		{"count tokens", "/v1/messages/count_tokens", "", "/base/v1/messages/count_tokens", "2023-06-01"},
+		{"messages", "/v1/messages", "application/json", "/base/v1/messages", "application/json"},
+		{"query dropped", "/v1/messages?beta=true", "text/event-stream", "/base/v1/messages", "text/event-stream"},
+		{"count tokens", "/v1/messages/count_tokens", "*/*", "/base/v1/messages/count_tokens", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, "http://clawpen"+tc.path, strings.NewReader(`{"model":"m"}`))
+			req, err := http.NewRequest(http.MethodPost, "http://clawpen"+tc.path, strings.NewReader(minimalMessages))
 			require.NoError(t, err)
-			if tc.version != "" {
-				req.Header.Set("Anthropic-Version", tc.version)
-			}
+			req.Header.Set("Accept", tc.accept)
+			// Whatever the sandbox sets besides the media types stays behind.
+			req.Header.Set("Anthropic-Version", "2099-01-01")
+			req.Header.Set("Anthropic-Beta", "web-fetch-2025-09-10,mcp-client-2025-04-04")
+			req.Header.Set("X-Stainless-Lang", "go")
+			req.Header.Set("Idempotency-Key", "k1")
+			req.Header.Set("Te", "trailers")
 			req.Header.Set("Connection", "X-Secret-Hop")
 			req.Header.Set("X-Secret-Hop", "hop")
 			resp, err := hc.Do(req)
@@ -227,9 +240,16 @@ func TestAnthropicHeadersAndRoutes(t *testing.T) {
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			h, path, body := rec.last()
 			assert.Equal(t, tc.wantPath, path)
-			assert.Equal(t, tc.wantVer, h.Get("Anthropic-Version"))
-			assert.Empty(t, h.Get("X-Secret-Hop"), "hop-by-hop headers are dropped")
-			assert.Equal(t, `{"model":"m"}`, body)
+			assert.Equal(t, "2023-06-01", h.Get("Anthropic-Version"), "the host's version, not the sandbox's")
+			assert.Equal(t, tc.wantAccept, h.Get("Accept"))
+			for name := range h {
+				switch name {
+				case "Content-Type", "Content-Length", "Accept", "Accept-Encoding", "Anthropic-Version", "X-Api-Key":
+				default:
+					t.Errorf("header %s reached the provider: %q", name, h.Values(name))
+				}
+			}
+			assert.Contains(t, body, `"model":"`+hostModel+`"`)
 		})
 	}
 }
@@ -245,7 +265,7 @@ func TestOpenAI(t *testing.T) {
 	defer up.Close()
 
 	t.Run("configured", func(t *testing.T) {
-		_, hc := listen(t, Config{OpenAI: Upstream{BaseURL: up.URL + "/v1", APIKey: hostKey}})
+		_, hc := listen(t, Config{OpenAI: Upstream{BaseURL: up.URL + "/v1", APIKey: hostKey}, Model: hostModel})
 		client := openai.NewClient(ooption.WithBaseURL("http://clawpen/v1/"), ooption.WithHTTPClient(hc),
 			ooption.WithAPIKey("sk-sandbox"), ooption.WithMaxRetries(0))
 		resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -255,8 +275,9 @@ func TestOpenAI(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, resp.Choices, 1)
 		assert.Equal(t, "hi there", resp.Choices[0].Message.Content)
-		h, path, _ := rec.last()
+		h, path, body := rec.last()
 		assert.Equal(t, "/v1/chat/completions", path)
+		assert.Contains(t, body, `"model":"`+hostModel+`"`)
 		assert.Equal(t, []string{"Bearer " + hostKey}, h.Values("Authorization"))
 		assert.Empty(t, h.Get("X-Api-Key"))
 	})
@@ -281,13 +302,13 @@ func decodeJSON(t *testing.T, resp *http.Response) map[string]string {
 
 func TestIPC(t *testing.T) {
 	type call struct {
-		id   Identity
+		id   domain.Caller
 		op   string
 		body string
 	}
 	var calls []call
 	var mu sync.Mutex
-	ipc := func(_ context.Context, id Identity, op string, body []byte) (int, any) {
+	ipc := func(_ context.Context, id domain.Caller, op string, body []byte) (int, any) {
 		mu.Lock()
 		calls = append(calls, call{id, op, string(body)})
 		mu.Unlock()
@@ -301,7 +322,8 @@ func TestIPC(t *testing.T) {
 		}
 		return http.StatusNotFound, map[string]string{"error": fmt.Sprintf("unknown operation %q", op)}
 	}
-	_, hc := listen(t, Config{IPC: ipc})
+	// The provider is never reached: only a refused request goes to it.
+	_, hc := listen(t, Config{IPC: ipc, Anthropic: Upstream{BaseURL: "http://127.0.0.1:9"}})
 
 	tests := []struct {
 		name       string
@@ -317,8 +339,8 @@ func TestIPC(t *testing.T) {
 			`{"error":"denied: only the main group can register groups"}`, true},
 		{"nil response", "POST", "/ipc/nothing", ``, 200, `{}`, true},
 		{"malformed JSON", "POST", "/ipc/send_message", `{"text":`, 400, `{"error":"body is not valid JSON"}`, false},
-		{"oversize", "POST", "/ipc/send_message", `{"text":"` + strings.Repeat("a", DefaultIPCMaxBytes) + `"}`, 400,
-			fmt.Sprintf(`{"error":"body larger than %d bytes"}`, DefaultIPCMaxBytes), false},
+		{"oversize", "POST", "/ipc/send_message", `{"text":"` + strings.Repeat("a", int(DefaultLimits.MaxIPCBytes)) + `"}`, 413,
+			fmt.Sprintf(`{"error":"body larger than %d bytes"}`, DefaultLimits.MaxIPCBytes), false},
 		{"bad operation name", "POST", "/ipc/a/b", `{}`, 404, `{"error":"unknown operation \"a/b\""}`, false},
 		{"wrong method", "GET", "/ipc/send_message", ``, 405, `{"error":"method GET not allowed; use POST"}`, false},
 		{"unknown path", "POST", "/etc/passwd", ``, 404, `{"error":"no such endpoint: /etc/passwd"}`, false},
@@ -357,6 +379,14 @@ func TestIPC(t *testing.T) {
 	}
 }
 
+func TestAnthropicNotConfigured(t *testing.T) {
+	_, hc := listen(t, Config{Model: hostModel})
+	resp, err := hc.Post("http://clawpen/v1/messages", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, map[string]string{"error": "no Anthropic provider is configured"}, decodeJSON(t, resp))
+}
+
 func TestIPCNotConfigured(t *testing.T) {
 	_, hc := listen(t, Config{})
 	resp, err := hc.Post("http://clawpen/ipc/send_message", "application/json", strings.NewReader(`{}`))
@@ -368,10 +398,10 @@ func TestIPCNotConfigured(t *testing.T) {
 func TestProxyBodyCap(t *testing.T) {
 	rec := &recorded{}
 	up := fakeAnthropic(t, rec, nil, new(bool))
-	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}, MaxBodyBytes: 100})
+	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}, Model: hostModel, Limits: Limits{MaxModelBytes: 100}})
 	resp, err := hc.Post("http://clawpen/v1/messages", "application/json", strings.NewReader(strings.Repeat("x", 101)))
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	assert.Equal(t, map[string]string{"error": "body larger than 100 bytes"}, decodeJSON(t, resp))
 	rec.mu.Lock()
 	assert.Empty(t, rec.paths, "nothing reached the provider")
@@ -391,10 +421,11 @@ func TestKeyNeverLeaks(t *testing.T) {
 		_, hc := listen(t, Config{
 			Anthropic: Upstream{BaseURL: base, APIKey: hostKey},
 			OpenAI:    Upstream{BaseURL: downURL, APIKey: hostKey},
+			Model:     hostModel,
 			Logger:    logger,
 		})
 		for _, path := range []string{"/v1/messages", "/v1/chat/completions"} {
-			resp, err := hc.Post("http://clawpen"+path, "application/json", strings.NewReader(`{"model":"m"}`))
+			resp, err := hc.Post("http://clawpen"+path, "application/json", strings.NewReader(minimalMessages))
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
@@ -456,6 +487,36 @@ func TestSocketFile(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, "data", string(b))
+}
+
+// A data dir deep enough that its socket's path is longer than bind(2)
+// takes (107 bytes) still gets its socket, at that path.
+func TestSocketInALongPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-project-directory/", 8))
+	path := filepath.Join(dir, "sockets", "0123456789abcdef", "host.sock")
+	require.Greater(t, len(path), 200)
+
+	s, err := Listen(path, -1, -1, teamID, Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	fi, err := os.Lstat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSocket, fi.Mode().Type())
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary socket left behind")
+
+	// A client reaches it as a sandbox does: through a short path to the
+	// same file (the bind mount there; a directory descriptor here).
+	d, err := os.Open(filepath.Dir(path))
+	require.NoError(t, err)
+	defer d.Close()
+	short := fmt.Sprintf("/proc/self/fd/%d/host.sock", d.Fd())
+	resp, err := socketClient(short).Post("http://clawpen/nowhere", "application/json", nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
 
 func TestSocketOwnedBySandboxUser(t *testing.T) {

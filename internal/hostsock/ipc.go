@@ -14,19 +14,18 @@ func (s *Server) serveIPC(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown operation %q", op))
 		return
 	}
-	limit := s.maxBody(DefaultIPCMaxBytes)
-	body, err := readCapped(r.Body, limit)
-	if err != nil {
-		s.bodyError(w, err, limit)
+	body, res, ok := s.readBody(w, r, s.lim.MaxIPCBytes)
+	if !ok {
 		return
 	}
+	defer res.release()
 	if len(body) > 0 && !json.Valid(body) {
 		writeError(w, http.StatusBadRequest, "body is not valid JSON")
 		return
 	}
 	// The identity is the one this socket was made for; nothing in the request
 	// can change it.
-	status, resp := s.cfg.IPC(r.Context(), s.id, op, body)
+	status, resp := s.cfg.IPC(r.Context(), s.caller, op, body)
 	if status == 0 {
 		status = http.StatusOK
 	}

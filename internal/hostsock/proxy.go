@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -18,14 +17,6 @@ type proxies struct {
 	openai    http.HandlerFunc
 }
 
-// credentialHeaders are removed from every proxied request: the sandbox holds no
-// credentials, and anything it sends in their place must not reach the provider.
-var credentialHeaders = []string{
-	"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key",
-	"Cookie", "Cookie2", "Anthropic-Api-Key", "Openai-Api-Key",
-	"Openai-Organization", "Openai-Project",
-}
-
 func (s *Server) newProxies() proxies {
 	transport := http.DefaultTransport
 	if s.cfg.Client != nil && s.cfg.Client.Transport != nil {
@@ -33,69 +24,119 @@ func (s *Server) newProxies() proxies {
 	}
 	anthropic := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			s.rewrite(pr, s.anthropic, pr.In.URL.Path)
+			h := s.rewrite(pr, s.anthropic, pr.In.URL.Path)
+			// The host's version, not the sandbox's: a version is a contract
+			// about what the request may contain.
+			h.Set("Anthropic-Version", DefaultAnthropicVer)
 			if s.cfg.Anthropic.APIKey != "" {
-				pr.Out.Header.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
-			}
-			if pr.Out.Header.Get("Anthropic-Version") == "" {
-				pr.Out.Header.Set("Anthropic-Version", DefaultAnthropicVer)
+				h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
 			}
 		},
 		Transport:     transport,
 		FlushInterval: -1, // server-sent events must pass through as they come
 		ErrorHandler:  s.proxyError("anthropic"),
+		ModifyResponse: func(resp *http.Response) error {
+			s.meterUsage(resp, anthropicShape)
+			return nil
+		},
 	}
-	p := proxies{anthropic: s.limitBody(anthropic)}
+	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, error) {
+		return rebuildAnthropic(body, r.URL.Path == "/v1/messages/count_tokens", s.policy)
+	})}
 	if s.openai != nil {
 		openai := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				// OPENAI_BASE_URL conventionally ends in /v1 already.
-				s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
+				h := s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
 				if s.cfg.OpenAI.APIKey != "" {
-					pr.Out.Header.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
+					h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
 				}
 			},
 			Transport:     transport,
 			FlushInterval: -1,
 			ErrorHandler:  s.proxyError("openai"),
+			ModifyResponse: func(resp *http.Response) error {
+				s.meterUsage(resp, openaiShape)
+				return nil
+			},
 		}
-		p.openai = s.limitBody(openai)
+		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, error) {
+			return rebuildOpenAI(body, s.policy)
+		})
 	}
 	return p
 }
 
-// rewrite points the outgoing request at base + path and strips what the sandbox
-// must not pass on. Rewrite has already removed hop-by-hop headers.
-func (s *Server) rewrite(pr *httputil.ProxyRequest, base *url.URL, path string) {
+// rewrite points the outgoing request at base + path, with none of the
+// sandbox's headers but the media types: not its credentials, beta flags,
+// version, idempotency keys or anything else. It returns the headers for the
+// caller to add the provider's.
+func (s *Server) rewrite(pr *httputil.ProxyRequest, base *url.URL, path string) http.Header {
 	out := pr.Out
 	out.URL.Scheme, out.URL.Host = base.Scheme, base.Host
 	// path is one of the fixed routes, so plain concatenation is exact.
 	out.URL.Path, out.URL.RawPath = strings.TrimSuffix(base.Path, "/")+path, ""
-	out.URL.RawQuery = pr.In.URL.RawQuery
+	out.URL.RawQuery = ""
 	out.Host = base.Host
-	for _, h := range credentialHeaders {
-		out.Header.Del(h)
+	h := http.Header{"Content-Type": {"application/json"}}
+	switch a := pr.In.Header.Get("Accept"); a {
+	case "application/json", "text/event-stream":
+		h.Set("Accept", a)
 	}
-	out.Header.Del("Forwarded")
-	out.Header.Del("X-Forwarded-For")
-	out.Header.Del("X-Forwarded-Host")
-	out.Header.Del("X-Forwarded-Proto")
-	s.log.Debug("proxy", "method", pr.In.Method, "path", pr.In.URL.Path, "upstream_host", base.Host)
+	out.Header = h
+	out.Trailer = nil
+	s.log.Debug("proxy", "path", pr.In.URL.Path, "upstream_host", base.Host, "bytes", out.ContentLength)
+	return h
 }
 
-// limitBody reads the whole request body under the cap before proxying, so an
-// oversize request is refused with a clear 400 instead of a broken upstream call.
-func (s *Server) limitBody(next http.Handler) http.HandlerFunc {
+// rebuilding reads a model request under the socket's limits, rebuilds its
+// body with rebuild, and hands the result to next.
+func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Request) ([]byte, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		limit := s.maxBody(DefaultProxyMaxBytes)
-		body, err := readCapped(r.Body, limit)
-		if err != nil {
-			s.bodyError(w, err, limit)
+		if s.policy.Model == "" {
+			s.refuse(w, r, http.StatusForbidden, "no model is configured for this group")
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		if !s.withinBudget(w, r) {
+			return
+		}
+		if !s.rate.Allow() {
+			s.refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("more than %d model requests at once or %g a second in this run",
+				s.lim.RequestBurst, s.lim.RequestsPerSecond))
+			return
+		}
+		body, res, ok := s.readBody(w, r, s.lim.MaxModelBytes)
+		if !ok {
+			return
+		}
+		defer res.release()
+		out, err := rebuild(body, r)
+		if err != nil {
+			var re *requestError
+			switch {
+			case !errors.As(err, &re):
+				s.log.Error("rebuild model request", "err", err)
+				writeError(w, http.StatusInternalServerError, "cannot rebuild the request")
+			case re.status == http.StatusForbidden:
+				s.refuse(w, r, re.status, strings.TrimPrefix(re.msg, "denied: "))
+			default:
+				writeError(w, re.status, re.msg)
+			}
+			return
+		}
+		if int64(len(out)) > s.lim.MaxModelBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("rebuilt body larger than %d bytes", s.lim.MaxModelBytes))
+			return
+		}
+		if !res.resize(int64(len(out))) {
+			s.refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("more than %d bytes of requests in flight on this socket", s.lim.MaxInFlightBytes))
+			return
+		}
+		// The bytes count until the transport has sent them and closed the body.
+		r.Body = &releasingBody{r: bytes.NewReader(out), release: res.release}
+		r.ContentLength = int64(len(out))
+		r.TransferEncoding = nil
+		r.Trailer = nil
 		next.ServeHTTP(w, r)
 	}
 }
@@ -110,28 +151,6 @@ func (s *Server) proxyError(name string) func(http.ResponseWriter, *http.Request
 		s.log.Warn("provider request failed", "provider", name, "err", err)
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("%s provider unreachable", name))
 	}
-}
-
-var errTooLarge = errors.New("body too large")
-
-// readCapped reads r up to limit bytes; more is errTooLarge.
-func readCapped(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, errTooLarge
-	}
-	return b, nil
-}
-
-func (s *Server) bodyError(w http.ResponseWriter, err error, limit int64) {
-	if errors.Is(err, errTooLarge) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("body larger than %d bytes", limit))
-		return
-	}
-	writeError(w, http.StatusBadRequest, "cannot read request body")
 }
 
 // writeError answers {"error": msg}.

@@ -1,50 +1,78 @@
 package markup
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
-// Chunk is one message of a split answer: the HTML to send and the Markdown source of
-// the same part, to send as plain text when Telegram rejects the HTML.
-type Chunk struct {
-	HTML  string // Telegram HTML, at most the limit; empty when no HTML rendering fits (send Plain)
-	Plain string // the Markdown source of this chunk, at most the limit
-}
-
-// Chunks splits md so that every chunk's rendered HTML fits in limit UTF-16 units.
-// Escaping can make HTML longer than its source, so a chunk whose HTML overflows is
-// split again with a smaller limit. Chunks that are only whitespace are dropped:
-// Telegram refuses empty messages.
-func Chunks(md string, limit int) []Chunk {
+// Messages splits an answer into the Markdown of the Telegram messages that carry
+// it, once, when the answer is stored: each part goes out as exactly one
+// message, whether Telegram takes its HTML or it falls back to plain text. A
+// part fits when both its source (the plain-text fallback) and the visible text
+// of its HTML (what Telegram counts after parsing entities) are at most limit
+// UTF-16 units. Parts that are only whitespace are dropped: Telegram refuses
+// empty messages.
+func Messages(md string, limit int) []string {
 	if limit < minLimit {
 		limit = minLimit
 	}
-	md = normalize(md)
-	var out []Chunk
-	appendChunks(&out, md, limit, limit, 0)
+	var out []string
+	appendMessages(&out, normalize(md), limit, limit, 0)
 	return out
 }
 
-// maxResplit bounds the re-splitting; each round shrinks the chunk, so this is only a
-// guard against pathological growth.
+// maxResplit bounds the re-splitting; each round shrinks the part, so this is
+// only a guard against pathological growth.
 const maxResplit = 8
 
-func appendChunks(out *[]Chunk, md string, splitLimit, htmlLimit, depth int) {
-	for _, plain := range Split(md, splitLimit) {
-		if strings.TrimSpace(plain) == "" {
+func appendMessages(out *[]string, md string, splitLimit, limit, depth int) {
+	for _, part := range Split(md, splitLimit) {
+		if strings.TrimSpace(part) == "" {
 			continue
 		}
-		html := ToHTML(plain)
-		n := Len(html)
-		if n <= htmlLimit {
-			*out = append(*out, Chunk{HTML: html, Plain: plain})
+		n := VisibleLen(ToHTML(part))
+		if n <= limit || depth >= maxResplit {
+			// Past maxResplit the part is sent as plain text, which fits.
+			*out = append(*out, part)
 			continue
 		}
-		pl := Len(plain)
+		pl := Len(part)
 		// Shrink in proportion to the growth, with a margin, and always by at least one unit.
-		next := min(pl*htmlLimit/n*9/10, pl-1)
-		if depth >= maxResplit || next < minLimit {
-			*out = append(*out, Chunk{Plain: plain})
+		next := min(pl*limit/n*9/10, pl-1)
+		if next < minLimit {
+			*out = append(*out, part)
 			continue
 		}
-		appendChunks(out, plain, next, htmlLimit, depth+1)
+		appendMessages(out, part, next, limit, depth+1)
 	}
+}
+
+// VisibleLen is the length Telegram gives a message sent with the HTML parse
+// mode: the text with its tags removed and its entities decoded, in UTF-16
+// units. html is well-formed Telegram HTML as ToHTML makes it.
+func VisibleLen(html string) int {
+	n := 0
+	for i := 0; i < len(html); {
+		switch html[i] {
+		case '<':
+			end := strings.IndexByte(html[i:], '>')
+			if end < 0 {
+				return n + Len(html[i:])
+			}
+			i += end + 1
+		case '&':
+			if end := strings.IndexByte(html[i:], ';'); end > 0 && end <= 8 {
+				n++ // every entity ToHTML writes is one BMP character
+				i += end + 1
+				continue
+			}
+			n++
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(html[i:])
+			n += runeUnits(r)
+			i += size
+		}
+	}
+	return n
 }

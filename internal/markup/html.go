@@ -207,6 +207,3 @@ var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 var attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
 
 func escapeText(s string) string { return htmlEscaper.Replace(s) }
-
-// EscapeHTML escapes s for use as text in Telegram HTML.
-func EscapeHTML(s string) string { return escapeText(normalize(s)) }

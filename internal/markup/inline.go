@@ -200,11 +200,10 @@ func findBacktickRun(s string, from, n int) (int, bool) {
 // parseLink parses [label](url) at s[i] == '['. It reports ok only for a well-formed
 // link; a link with a disallowed scheme is returned as escaped literal text.
 func parseLink(s string, i int) (html string, end int, ok bool) {
-	j := strings.IndexByte(s[i+1:min(len(s), i+1+maxLabel)], ']')
-	if j <= 0 {
+	labelEnd := labelClose(s, i+1, min(len(s), i+1+maxLabel))
+	if labelEnd <= i+1 {
 		return "", 0, false
 	}
-	labelEnd := i + 1 + j
 	if labelEnd+1 >= len(s) || s[labelEnd+1] != '(' {
 		return "", 0, false
 	}
@@ -236,6 +235,31 @@ func parseLink(s string, i int) (html string, end int, ok bool) {
 		return escapeText(s[i:end]), end, true
 	}
 	return `<a href="` + attrEscaper.Replace(url) + `">` + renderInline(label, false) + "</a>", end, true
+}
+
+// labelClose finds the ']' that ends a link label in s[from:to], or -1. A code
+// span binds tighter than a link (as in CommonMark), so a ']' inside one does
+// not end the label: text quoted with Literal cannot close a label that host
+// text opened before it.
+func labelClose(s string, from, to int) int {
+	// Linear enough: a matched span is skipped whole, and a run left
+	// unmatched is the last of its length before to.
+	for k := from; k < to; {
+		switch s[k] {
+		case ']':
+			return k
+		case '`':
+			n := runLen(s, k, '`')
+			if end, ok := findBacktickRun(s[:to], k+n, n); ok {
+				k = end + n
+				continue
+			}
+			k += n
+		default:
+			k++
+		}
+	}
+	return -1
 }
 
 // Bounds on a link's parts keep parsing linear on hostile input.

@@ -141,70 +141,81 @@ func FuzzSplit(f *testing.F) {
 	})
 }
 
-func TestChunks(t *testing.T) {
+func TestMessages(t *testing.T) {
 	t.Run("short", func(t *testing.T) {
-		got := Chunks("**hi** there", MaxMessageLen)
-		assert.Equal(t, []Chunk{{HTML: "<b>hi</b> there", Plain: "**hi** there"}}, got)
+		assert.Equal(t, []string{"**hi** there"}, Messages("**hi** there", MaxMessageLen))
 	})
 	t.Run("whitespace dropped", func(t *testing.T) {
-		assert.Empty(t, Chunks(" \n\n \n", 100))
+		assert.Empty(t, Messages(" \n\n \n", 100))
 	})
-	t.Run("escaping growth resplits", func(t *testing.T) {
-		in := strings.Repeat("&", 100) // 100 units of Markdown, 500 of HTML
-		got := Chunks(in, 100)
-		require.Greater(t, len(got), 4)
-		var plain strings.Builder
-		for _, c := range got {
-			assert.LessOrEqual(t, Len(c.HTML), 100)
-			assert.NotEmpty(t, c.HTML)
-			assert.Equal(t, ToHTML(c.Plain), c.HTML)
-			plain.WriteString(c.Plain)
-		}
-		assert.Equal(t, in, plain.String(), "no text lost")
+	t.Run("escaping does not count", func(t *testing.T) {
+		// 4,000 visible characters that escape to 20,000 bytes of HTML are one
+		// message: Telegram counts the text after parsing entities.
+		in := strings.Repeat("&", 2000) + strings.Repeat("<", 2000)
+		got := Messages(in, MaxMessageLen)
+		require.Len(t, got, 1)
+		assert.Equal(t, 4000, VisibleLen(ToHTML(got[0])))
+	})
+	t.Run("markup shrinks what is counted", func(t *testing.T) {
+		in := strings.Repeat("**bold** ", 400) // 3,600 units of source
+		got := Messages(in, MaxMessageLen)
+		require.Len(t, got, 1)
+		assert.Less(t, VisibleLen(ToHTML(got[0])), Len(got[0]))
 	})
 	t.Run("long reply", func(t *testing.T) {
 		in := strings.Repeat("Some **bold** text & more <text>.\n", 300)
-		got := Chunks(in, MaxMessageLen)
+		got := Messages(in, MaxMessageLen)
 		require.Greater(t, len(got), 2)
-		for _, c := range got {
-			assert.LessOrEqual(t, Len(c.HTML), MaxMessageLen)
-			assert.LessOrEqual(t, Len(c.Plain), MaxMessageLen)
-			require.NoError(t, checkTelegramHTML(c.HTML))
+		for _, m := range got {
+			assert.LessOrEqual(t, Len(m), MaxMessageLen)
+			assert.LessOrEqual(t, VisibleLen(ToHTML(m)), MaxMessageLen)
+			require.NoError(t, checkTelegramHTML(ToHTML(m)))
 		}
-	})
-	t.Run("tiny limit falls back to plain", func(t *testing.T) {
-		got := Chunks("<<", 2)
-		require.NotEmpty(t, got)
-		for _, c := range got {
-			assert.LessOrEqual(t, Len(c.Plain), 2)
-			if c.HTML != "" {
-				assert.LessOrEqual(t, Len(c.HTML), 2)
-			}
-		}
+		assert.Equal(t, strings.TrimSpace(in), strings.TrimSpace(strings.Join(got, "\n")), "no text lost")
 	})
 }
 
-func FuzzChunks(f *testing.F) {
+func TestVisibleLen(t *testing.T) {
+	for _, tc := range []struct {
+		html string
+		want int
+	}{
+		{"", 0},
+		{"plain", 5},
+		{"<b>bold</b>", 4},
+		{"&lt;&amp;&gt;&quot;", 4},
+		{`<a href="https://example.com/&amp;x">link</a>`, 4},
+		{`<pre><code class="language-go">x := 1</code></pre>`, 6},
+		{"👍", 2},
+		{"a & b", 5},
+	} {
+		assert.Equal(t, tc.want, VisibleLen(tc.html), tc.html)
+	}
+}
+
+func FuzzMessages(f *testing.F) {
 	f.Add("**a** & <b> `c` [l](https://x.y)\n\n```go\nx\n```", 40)
 	f.Add(strings.Repeat("&<>", 50), 16)
 	f.Fuzz(func(t *testing.T, md string, limit int) {
 		if limit < 0 || limit > 500 || len(md) > 5000 {
 			t.Skip()
 		}
-		for _, c := range Chunks(md, limit) {
-			require.NotEmpty(t, strings.TrimSpace(c.Plain))
-			require.LessOrEqual(t, Len(c.Plain), max(limit, minLimit))
-			require.LessOrEqual(t, Len(c.HTML), max(limit, minLimit))
-			if c.HTML != "" {
-				require.NoError(t, checkTelegramHTML(c.HTML))
+		for _, m := range Messages(md, limit) {
+			require.NotEmpty(t, strings.TrimSpace(m))
+			require.LessOrEqual(t, Len(m), max(limit, minLimit), "the plain-text fallback fits")
+			html := ToHTML(m)
+			require.NoError(t, checkTelegramHTML(html))
+			if VisibleLen(html) > max(limit, minLimit) {
+				// Sent as plain text then; that fits (above).
+				continue
 			}
 		}
 	})
 }
 
-func BenchmarkChunks(b *testing.B) {
+func BenchmarkMessages(b *testing.B) {
 	in := strings.Repeat("Some **bold** text & more <text> with `code`.\n\n", 1000)
 	for b.Loop() {
-		Chunks(in, MaxMessageLen)
+		Messages(in, MaxMessageLen)
 	}
 }

@@ -23,9 +23,6 @@ type Decision struct {
 	Note    string        // why a requested read-write mount is read-only
 }
 
-// Allowed reports whether the request was granted.
-func (d Decision) Allowed() bool { return d.Err == nil }
-
 // Check validates a group's requests in order. A request reusing an earlier
 // request's containerPath is refused: two mounts cannot share a name.
 func Check(al Allowlist, reqs []domain.MountRequest, isMain bool) []Decision {

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 func TestCheckAndFormat(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCheckAndFormat(t *testing.T) {
 		assert.Equal(t, reqs[i], d.Request)
 	}
 	assert.Equal(t, []string{"", "", RuleBlocked, RuleOutsideRoots, RuleOutsideRoots, RuleDuplicateName, RuleContainerPath, RuleNotFound}, rules)
-	assert.True(t, ds[0].Allowed())
+	assert.NoError(t, ds[0].Err)
 	assert.False(t, ds[0].Mount.ReadOnly)
 	assert.True(t, ds[1].Mount.ReadOnly)
 

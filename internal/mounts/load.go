@@ -2,7 +2,6 @@ package mounts
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/go-json-experiment/json"
 )
 
 // fileFormat is the allowlist file, DESIGN.md "Mount allowlist".
@@ -82,17 +83,11 @@ func parse(data []byte, home string) (Allowlist, error) {
 	if trimmed[0] != '{' {
 		return Allowlist{}, errors.New("not a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
+	// Names match exactly, as the file documents them: encoding/json v1
+	// would take "allowreadwrite" for "allowReadWrite".
 	var ff fileFormat
-	if err := dec.Decode(&ff); err != nil {
+	if err := json.Unmarshal(trimmed, &ff, json.RejectUnknownMembers(true)); err != nil {
 		return Allowlist{}, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Allowlist{}, errors.New("invalid JSON: data after the object")
-	}
-	if err := exactKeys(trimmed); err != nil {
-		return Allowlist{}, err
 	}
 
 	al := Allowlist{Home: home, NonMainReadOnly: true}
@@ -103,14 +98,16 @@ func parse(data []byte, home string) (Allowlist, error) {
 		switch {
 		case strings.TrimSpace(p) == "" || fold(p) == "":
 			return Allowlist{}, fmt.Errorf("blockedPatterns[%d]: empty pattern", i)
-		case strings.ContainsAny(p, "/\x00"):
-			return Allowlist{}, fmt.Errorf("blockedPatterns[%d] %q: a pattern matches one path component and cannot contain '/' or NUL", i, p)
+		case strings.ContainsRune(p, 0):
+			return Allowlist{}, fmt.Errorf("blockedPatterns[%d] %q: contains NUL", i, p)
+		case !validPatternParts(p):
+			return Allowlist{}, fmt.Errorf("blockedPatterns[%d] %q: each '/'-separated part must be a name (not empty, \".\", \"..\" or a bare \"*\")", i, p)
 		}
 		al.Blocked = append(al.Blocked, p)
 	}
-	folded := al.patterns()
+	ps := al.patterns()
 	for i, r := range ff.AllowedRoots {
-		root, err := resolveRoot(r.Path, home, folded)
+		root, err := resolveRoot(r.Path, home, ps)
 		if err != nil {
 			return Allowlist{}, fmt.Errorf("allowedRoots[%d] %q: %w", i, r.Path, err)
 		}
@@ -124,7 +121,19 @@ func parse(data []byte, home string) (Allowlist, error) {
 	return al, nil
 }
 
-func resolveRoot(p, home string, folded []string) (string, error) {
+// validPatternParts: every '/'-separated part of a pattern is a name, and an
+// extension pattern ("*.key") has something after its '*'.
+func validPatternParts(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		f := fold(part)
+		if f == "" || f == "." || f == ".." || f == "*" || strings.TrimSpace(part) == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func resolveRoot(p, home string, ps []pattern) (string, error) {
 	if p == "" {
 		return "", errors.New("empty path")
 	}
@@ -135,7 +144,7 @@ func resolveRoot(p, home string, folded []string) (string, error) {
 	if !isAbs(expanded) {
 		return "", errors.New("not an absolute path")
 	}
-	if c, pat, hit := blockedComponent(expanded, folded); hit {
+	if c, pat, hit := blockedComponent(expanded, ps); hit {
 		return "", fmt.Errorf("path component %q matches blocked pattern %q", c, pat)
 	}
 	resolved, err := filepath.EvalSymlinks(expanded)
@@ -149,7 +158,7 @@ func resolveRoot(p, home string, folded []string) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("%s is not a directory", resolved)
 	}
-	if c, pat, hit := blockedComponent(resolved, folded); hit {
+	if c, pat, hit := blockedComponent(resolved, ps); hit {
 		return "", fmt.Errorf("resolves to %s whose component %q matches blocked pattern %q", resolved, c, pat)
 	}
 	return resolved, nil
@@ -171,34 +180,3 @@ func expandHome(p, home string) (string, error) {
 }
 
 func isAbs(p string) bool { return strings.HasPrefix(p, "/") }
-
-// exactKeys refuses keys that encoding/json would accept case-insensitively
-// ("nonMainReadonly"): the file's spelling must be the documented one.
-// data has already decoded into fileFormat, so the shapes are right.
-func exactKeys(data []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	for k := range top {
-		if k != "allowedRoots" && k != "blockedPatterns" && k != "nonMainReadOnly" {
-			return fmt.Errorf("invalid JSON: unknown field %q", k)
-		}
-	}
-	raw, ok := top["allowedRoots"]
-	if !ok {
-		return nil
-	}
-	var roots []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &roots); err != nil {
-		return fmt.Errorf("invalid JSON: allowedRoots: %w", err)
-	}
-	for i, r := range roots {
-		for k := range r {
-			if k != "path" && k != "allowReadWrite" && k != "description" {
-				return fmt.Errorf("invalid JSON: allowedRoots[%d]: unknown field %q", i, k)
-			}
-		}
-	}
-	return nil
-}

@@ -47,9 +47,10 @@ func TestLoadMalformed(t *testing.T) {
 		{"bad JSON", `{"allowedRoots": [`, "invalid JSON"},
 		{"not an object", `[]`, "not a JSON object"},
 		{"null", `null`, "not a JSON object"},
-		{"trailing data", `{} {}`, "data after the object"},
-		{"unknown top-level field", `{"allowedRoots":[],"nonMainReadonly":true}`, `unknown field "nonMainReadonly"`},
-		{"unknown root field", `{"allowedRoots":[{"path":"~/projects","rw":true}]}`, `unknown field "rw"`},
+		{"trailing data", `{} {}`, "after top-level value"},
+		{"unknown top-level field", `{"allowedRoots":[],"nonMainReadonly":true}`, `unknown object member name "nonMainReadonly"`},
+		{"unknown root field", `{"allowedRoots":[{"path":"~/projects","rw":true}]}`, `unknown object member name "rw"`},
+		{"duplicate field", `{"nonMainReadOnly":true,"nonMainReadOnly":false}`, "duplicate"},
 		{"wrong type bool", `{"nonMainReadOnly":"yes"}`, "invalid JSON"},
 		{"wrong type roots", `{"allowedRoots":"~/projects"}`, "invalid JSON"},
 		{"wrong type path", `{"allowedRoots":[{"path":42}]}`, "invalid JSON"},
@@ -63,7 +64,11 @@ func TestLoadMalformed(t *testing.T) {
 		{"root resolving to blocked", `{"allowedRoots":[{"path":"~/projects/innocent"}]}`, `matches blocked pattern ".ssh"`},
 		{"empty pattern", `{"blockedPatterns":[""]}`, "empty pattern"},
 		{"invisible pattern", `{"blockedPatterns":["\u200b"]}`, "empty pattern"},
-		{"pattern with slash", `{"blockedPatterns":["a/b"]}`, "cannot contain '/'"},
+		{"pattern with an empty part", `{"blockedPatterns":["a//b"]}`, "must be a name"},
+		{"pattern with a dot-dot part", `{"blockedPatterns":["a/../b"]}`, "must be a name"},
+		{"pattern of a bare star", `{"blockedPatterns":["*"]}`, "must be a name"},
+		{"pattern with a leading slash", `{"blockedPatterns":["/etc"]}`, "must be a name"},
+		{"pattern with NUL", `{"blockedPatterns":["a\u0000b"]}`, "NUL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

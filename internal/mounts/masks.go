@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clawpen/clawpen/internal/beneath"
 )
 
 // DefaultMaskLimit is the walk cap callers use unless they have a reason.
@@ -22,28 +24,42 @@ var ErrTooManyEntries = errors.New("too many entries to check for masking")
 // sorted, the entries the sandbox must hide by binding an empty file or
 // directory over them:
 //   - entries (files, directories, symlinks) whose NAME matches a blocked
-//     pattern; a masked directory is not descended into;
+//     pattern (a multi-component pattern: whose path ends with its names);
+//     a masked directory is not descended into;
 //   - sockets, devices and fifos, whatever their name (a docker.sock inside
 //     a project must not become a door out);
 //   - protected paths of mode ProtectAll that lie inside root (the data dir
 //     inside the project the owner mounts into main).
 //
-// Symlinks are never followed. Any error reading the tree, or visiting more
-// than limit entries (limit <= 0 means DefaultMaskLimit), is an error and
-// the mount must then be refused: an unchecked tree may hold anything.
-// A root that is a regular file has nothing to mask.
+// Symlinks are never followed: root (resolved by Validate) is opened with
+// no symlink in any component, and every directory below it beneath it
+// (package beneath), so a directory swapped for a symlink, above root or
+// inside it, fails the walk instead of listing another tree. Any error
+// reading the tree, or visiting more than limit entries (limit <= 0 means
+// DefaultMaskLimit), is an error and the mount must then be refused: an
+// unchecked tree may hold anything. A root that is a regular file has
+// nothing to mask.
 func Masks(root string, al Allowlist, limit int) ([]string, error) {
 	if limit <= 0 {
 		limit = DefaultMaskLimit
 	}
-	fi, err := os.Lstat(root)
+	rootFD, err := beneath.Open(root, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("masks of %s: %w", root, err)
 	}
-	if !fi.IsDir() {
+	defer unix.Close(rootFD)
+	var st unix.Stat_t
+	if err := unix.Fstat(rootFD, &st); err != nil {
+		return nil, fmt.Errorf("masks of %s: %w", root, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		return nil, fmt.Errorf("masks of %s: a symlink, not followed: %w", root, unix.ELOOP)
+	default:
 		return nil, nil
 	}
-	folded := al.patterns()
+	ps := al.patterns()
 	protected := map[string]bool{}
 	for _, pr := range al.Protected {
 		if pr.Mode != ProtectAll {
@@ -64,20 +80,21 @@ func Masks(root string, al Allowlist, limit int) ([]string, error) {
 	for len(stack) > 0 {
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		err := readDirChunks(filepath.Join(root, dir), func(e fs.DirEntry) error {
+		// Multi-component patterns see the whole path, root included.
+		parent := foldPath(filepath.Join(root, dir))
+		err := readDirChunks(rootFD, dir, func(name string, mode uint32) error {
 			visited++
 			if visited > limit {
 				return fmt.Errorf("%w: more than %d under %s", ErrTooManyEntries, limit, root)
 			}
-			rel := filepath.Join(dir, e.Name())
-			t := e.Type()
-			_, blocked := blockedBy(e.Name(), folded)
-			special := t&(fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeNamedPipe|fs.ModeIrregular) != 0
+			rel := filepath.Join(dir, name)
+			_, blocked := blockedTail(append(parent[:len(parent):len(parent)], fold(name)), ps)
+			special := mode != unix.S_IFDIR && mode != unix.S_IFREG && mode != unix.S_IFLNK
 			if blocked || special || protected[rel] {
 				masks = append(masks, rel)
 				return nil
 			}
-			if t.IsDir() {
+			if mode == unix.S_IFDIR {
 				stack = append(stack, rel)
 			}
 			return nil
@@ -90,23 +107,33 @@ func Masks(root string, al Allowlist, limit int) ([]string, error) {
 	return masks, nil
 }
 
-// readDirChunks calls fn for every entry of dir, reading in chunks so that a
-// huge directory hits the cap before it fills memory. O_NOFOLLOW: a
-// directory swapped for a symlink since it was listed is not followed.
-func readDirChunks(dir string, fn func(fs.DirEntry) error) error {
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+// readDirChunks calls fn with the name and file type (S_IFMT bits) of every
+// entry of dir, opened below root. It reads in chunks so that a huge
+// directory hits the cap before it fills memory, and takes each type from
+// fstatat on the directory's descriptor, never from a path.
+func readDirChunks(root int, dir string, fn func(name string, mode uint32) error) error {
+	fd, err := beneath.Openat(root, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("open %s: %w", dir, err)
 	}
+	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
 	for {
-		entries, err := f.ReadDir(1024)
-		for _, e := range entries {
-			if ferr := fn(e); ferr != nil {
+		names, err := f.Readdirnames(1024)
+		for _, name := range names {
+			var st unix.Stat_t
+			err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone since it was listed: nothing to hide
+			}
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", filepath.Join(dir, name), err)
+			}
+			if ferr := fn(name, st.Mode&unix.S_IFMT); ferr != nil {
 				return ferr
 			}
 		}
-		if err == io.EOF {
+		if err == io.EOF || (err == nil && len(names) == 0) {
 			return nil
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +100,47 @@ func TestMasksUnreadableFailsClosed(t *testing.T) {
 func TestMasksMissingRoot(t *testing.T) {
 	_, err := Masks(filepath.Join(t.TempDir(), "gone"), Allowlist{}, 0)
 	require.Error(t, err)
+}
+
+// TestMasksNewDefaults: every later built-in pattern is masked inside a
+// mounted tree, the multi-component one by the whole path, root included.
+func TestMasksNewDefaults(t *testing.T) {
+	tr := newTree(t)
+	al := tr.load(t, sampleJSON)
+	proj := filepath.Join(tr.notes, "proj")
+	secrets := []string{"id_ecdsa", "id_dsa", ".pgpass", "tls/server.key", "tls/ca.pem", "tls/old.pem.bak",
+		".vault-token", ".git-credentials", ".pypirc", ".s3cfg", "kubeconfig", "infra/terraform.tfstate",
+		".config/gh/hosts.yml"}
+	for _, s := range secrets {
+		touch(t, filepath.Join(proj, s))
+	}
+	touch(t, filepath.Join(proj, ".config", "gh", "config.yml"), filepath.Join(proj, "tls", "README"),
+		filepath.Join(proj, "my.keyboard"), filepath.Join(proj, "hosts.yml"))
+
+	got, err := Masks(proj, al, 0)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, secrets, got)
+
+	// A mount of ~/.config/gh itself: hosts.yml is masked by its full path.
+	got, err = Masks(filepath.Join(proj, ".config", "gh"), al, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"hosts.yml"}, got)
+}
+
+// TestMasksRefusesASymlinkAboveTheRoot: a mount root, resolved by Validate,
+// whose parent was swapped for a symlink since (to another tree, to /etc),
+// is not listed: the listing would describe the symlink's target, and the
+// real tree's secrets would go unmasked. The mount is then refused.
+func TestMasksRefusesASymlinkAboveTheRoot(t *testing.T) {
+	tr := newTree(t)
+	al := tr.load(t, sampleJSON)
+	touch(t, filepath.Join(tr.outside, "deep", ".env"))
+	for _, root := range []string{filepath.Join(tr.app, "link-out", "deep"), filepath.Join(tr.app, "link-etc", "ssl")} {
+		got, err := Masks(root, al, 0)
+		require.ErrorIs(t, err, syscall.ELOOP, root)
+		assert.Empty(t, got, root)
+	}
+	// A root that is itself a symlink is refused too, not taken for a file.
+	_, err := Masks(filepath.Join(tr.app, "link-out"), al, 0)
+	require.ErrorIs(t, err, syscall.ELOOP)
 }

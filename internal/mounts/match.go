@@ -7,12 +7,18 @@ import (
 
 // Blocked-pattern matching, precisely:
 //
-//   - Patterns apply to single path components (a pattern never contains '/').
-//   - A component matches a pattern when the folded component CONTAINS the
-//     folded pattern: ".env" blocks ".env", ".env.local", "prod.env" and
-//     ".envrc"; "password" blocks "my-passwords.txt". Over-blocking a few
-//     harmless names (".dockerignore") is the price of not missing
-//     "credentials.json" or ".secrets".
+//   - A plain pattern applies to single path components. A component matches
+//     it when the folded component CONTAINS the folded pattern: ".env" blocks
+//     ".env", ".env.local", "prod.env" and ".envrc"; "password" blocks
+//     "my-passwords.txt". Over-blocking a few harmless names (".dockerignore")
+//     is the price of not missing "credentials.json" or ".secrets".
+//   - A pattern starting with '*' is an extension: "*.key" matches a
+//     component that ENDS with ".key", or has ".key." in it (a further
+//     extension: "server.key.bak", "tls.pem.orig"), but not "my.keyboard".
+//   - A pattern with '/' names consecutive components, each matched as
+//     above: ".config/gh/hosts.yml" matches that file wherever it lies
+//     ("/home/u/.config/gh/hosts.yml", and "hosts.yml" inside a mount of
+//     "/home/u/.config/gh").
 //   - Folding: Unicode format characters (zero-width space, soft hyphen …) and
 //     combining marks are dropped; fullwidth ASCII (U+FF01–FF5E) maps to
 //     ASCII; common look-alikes of '.' and of the Latin letters (Cyrillic,
@@ -88,47 +94,88 @@ var lookalike = map[rune]rune{
 	'\u1D21': 'w', '\u028F': 'y', '\u1D22': 'z',
 }
 
-// patterns returns the folded patterns to check: the defaults plus the file's.
-func (a Allowlist) patterns() []string {
-	out := make([]string, 0, len(DefaultBlocked)+len(a.Blocked))
+// pattern is a blocked pattern split into folded components.
+type pattern struct {
+	text  string   // folded, as written (for messages)
+	parts []string // one per component; a leading '*' marks an extension
+}
+
+func parsePattern(p string) pattern {
+	f := fold(p)
+	return pattern{text: f, parts: strings.Split(f, "/")}
+}
+
+// matchPart reports whether one folded component matches one pattern part.
+func matchPart(c, part string) bool {
+	if ext, ok := strings.CutPrefix(part, "*"); ok {
+		return strings.HasSuffix(c, ext) || strings.Contains(c, ext+".")
+	}
+	return strings.Contains(c, part)
+}
+
+// patterns returns the patterns to check: the defaults plus the file's.
+func (a Allowlist) patterns() []pattern {
+	out := make([]pattern, 0, len(DefaultBlocked)+len(a.Blocked))
 	for _, p := range DefaultBlocked {
-		out = append(out, fold(p))
+		out = append(out, parsePattern(p))
 	}
 	for _, p := range a.Blocked {
-		if f := fold(p); f != "" {
-			out = append(out, f)
+		if fold(p) != "" {
+			out = append(out, parsePattern(p))
 		}
 	}
 	return out
 }
 
-// blockedBy returns the (folded) pattern a single component matches, if any.
-func blockedBy(component string, folded []string) (string, bool) {
-	c := fold(component)
-	for _, p := range folded {
-		if strings.Contains(c, p) {
-			return p, true
+// blockedTail returns the pattern that matches the path's last components
+// (folded, in order), if any: a single-component pattern the last name, a
+// multi-component one the names that end the path.
+func blockedTail(folded []string, ps []pattern) (string, bool) {
+	for _, p := range ps {
+		n := len(p.parts)
+		if n > len(folded) {
+			continue
+		}
+		tail := folded[len(folded)-n:]
+		hit := true
+		for i, part := range p.parts {
+			if !matchPart(tail[i], part) {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			return p.text, true
 		}
 	}
 	return "", false
 }
 
-// MatchBlocked reports the blocked pattern a single name matches, if any,
-// under the rules above (defaults plus the allowlist's patterns).
-func (a Allowlist) MatchBlocked(name string) (string, bool) {
-	return blockedBy(name, a.patterns())
-}
-
 // blockedComponent checks every component of path (absolute or relative,
-// as written or resolved); "", "." and ".." are not names and are skipped.
-func blockedComponent(path string, folded []string) (component, pattern string, ok bool) {
+// as written or resolved), and every run of components for multi-component
+// patterns; "", "." and ".." are not names and are skipped. It returns the
+// component (the last of the run) that completes a match.
+func blockedComponent(path string, ps []pattern) (component, pat string, ok bool) {
+	var folded []string
 	for _, c := range strings.Split(path, "/") {
 		if c == "" || c == "." || c == ".." {
 			continue
 		}
-		if p, hit := blockedBy(c, folded); hit {
+		folded = append(folded, fold(c))
+		if p, hit := blockedTail(folded, ps); hit {
 			return c, p, true
 		}
 	}
 	return "", "", false
+}
+
+// foldPath folds the names of path, skipping "", "." and "..".
+func foldPath(path string) []string {
+	var out []string
+	for _, c := range strings.Split(path, "/") {
+		if c != "" && c != "." && c != ".." {
+			out = append(out, fold(c))
+		}
+	}
+	return out
 }

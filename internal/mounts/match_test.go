@@ -44,10 +44,39 @@ func TestMatchBlocked(t *testing.T) {
 		{"main.go", ""},
 		{"kube", ""},
 		{"id-rsa", ""},
+		// The second list of built-ins.
+		{"id_ecdsa", "id_ecdsa"},
+		{"id_ecdsa.pub", "id_ecdsa"},
+		{"id_dsa", "id_dsa"},
+		{".pgpass", ".pgpass"},
+		{".vault-token", ".vault-token"},
+		{".git-credentials", "credentials"}, // the older, wider pattern comes first
+		{".pypirc", ".pypirc"},
+		{".s3cfg", ".s3cfg"},
+		{"kubeconfig", "kubeconfig"},
+		{"prod-kubeconfig.yaml", "kubeconfig"},
+		// Extension patterns: the end of the name, or followed by another extension.
+		{"server.key", "*.key"},
+		{"SERVER.KEY", "*.key"},
+		{"server.key.bak", "*.key"},
+		{".key", "*.key"},
+		{"tls.pem", "*.pem"},
+		{"ca-cert.pem", "*.pem"}, // certificates too: the name cannot tell
+		{"tls.pem.orig", "*.pem"},
+		{"ｔｌｓ．ｐｅｍ", "*.pem"}, // fullwidth
+		{"terraform.tfstate", "*.tfstate"},
+		{"terraform.tfstate.backup", "*.tfstate"},
+		{"my.keyboard", ""},
+		{"monkey", ""},
+		{"keys", ""},
+		{"pem", ""},
+		{"x.pembroke", ""},
+		{"tfstate", ""},
+		{"hosts.yml", ""}, // only under .config/gh
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, ok := al.MatchBlocked(tt.name)
+			p, ok := blockedTail([]string{fold(tt.name)}, al.patterns())
 			if tt.pattern == "" {
 				assert.False(t, ok, "matched %q", p)
 				return
@@ -62,5 +91,37 @@ func TestFoldIsASCIIForLookalikes(t *testing.T) {
 	for r, a := range lookalike {
 		assert.Less(t, a, rune(0x80), "lookalike %U maps to non-ASCII", r)
 		assert.Equal(t, string(fold(string(a))), fold(string(r)), "%U", r)
+	}
+}
+
+func TestBlockedMultiComponent(t *testing.T) {
+	ps := Allowlist{Blocked: []string{"deploy/*.txt"}}.patterns()
+	tests := []struct {
+		path    string
+		pattern string // "" = no match
+	}{
+		{"/home/u/.config/gh/hosts.yml", ".config/gh/hosts.yml"},
+		{"/home/u/.CONFIG/gh/hosts.yml", ".config/gh/hosts.yml"},
+		{"/home/u/.config/gh/hosts.yml/x", ".config/gh/hosts.yml"}, // below it
+		{"/home/u/.config/gh", ""},
+		{"/home/u/.config/gh/config.yml", ""},
+		{"/home/u/gh/hosts.yml", ""},
+		{"/home/u/.config/other/hosts.yml", ""},
+		{"/home/u/.config/x/gh/hosts.yml", ""}, // consecutive components only
+		{"/srv/deploy/notes.txt", "deploy/*.txt"},
+		{"/srv/deploy/notes.md", ""},
+		{"/srv/deploy", ""},
+		{"/srv/other/notes.txt", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			_, p, ok := blockedComponent(tt.path, ps)
+			if tt.pattern == "" {
+				assert.False(t, ok, "matched %q", p)
+				return
+			}
+			assert.True(t, ok)
+			assert.Equal(t, tt.pattern, p)
+		})
 	}
 }

@@ -1,12 +1,15 @@
 // Package mounts decides which extra host folders a group may see in its
 // sandbox (DESIGN.md, "Mount allowlist"). It is pure policy plus filesystem
 // inspection: it resolves paths and answers allow/refuse, and lists what must
-// be masked inside an allowed tree. Binding is the sandbox backends' job.
+// be masked inside an allowed tree; Policy (policy.go) holds the allowlist as
+// it is now, for every run. Binding is the sandbox backends' job.
 //
 // Decisions where DESIGN.md is silent:
 //   - Blocked patterns match a path component case-insensitively when the
-//     component CONTAINS the pattern, after folding Unicode look-alikes
-//     (see match.go); they are checked on the path as written and as resolved.
+//     component CONTAINS the pattern, after folding Unicode look-alikes;
+//     "*.ext" patterns match an extension and "a/b" patterns a run of
+//     components (see match.go). They are checked on the path as written
+//     and as resolved.
 //   - A regular file may be mounted as well as a directory; sockets, devices
 //     and fifos are refused (a docker.sock inside a root is no way out), and
 //     Masks hides them inside mounted trees.
@@ -22,6 +25,9 @@
 //   - Keys in the file are matched exactly (encoding/json alone would accept
 //     "nonMainReadonly"); an empty or "/"-holding pattern is malformed.
 //   - Two mounts of one group may not share a containerPath (Check).
+//   - A host in a container confines mounts to the tree it shares with the
+//     Docker engine (Confine); a path elsewhere is refused, never handed to
+//     the engine, which would bind whatever the Docker host has there.
 //
 // Validate is cheap (a few lstat/readlink calls, see BenchmarkValidate), so
 // callers re-run it right before every invocation rather than trusting an
@@ -41,11 +47,16 @@ import (
 var ErrNoAllowlist = errors.New("no mount allowlist")
 
 // DefaultBlocked are the built-in blocked patterns; they always apply in
-// addition to the file's blockedPatterns.
+// addition to the file's blockedPatterns (see match.go for the syntax).
+// "*.pem" is blocked whole: the name cannot tell a private key from a
+// certificate, and the stricter reading wins.
 var DefaultBlocked = []string{
 	".ssh", ".gnupg", ".aws", ".azure", ".gcloud", ".kube", ".docker",
 	"credentials", ".env", ".netrc", ".npmrc", "id_rsa", "id_ed25519",
 	"private_key", ".secret",
+	"id_ecdsa", "id_dsa", ".pgpass", "*.key", "*.pem", ".vault-token",
+	".git-credentials", ".pypirc", ".s3cfg", "kubeconfig", "*.tfstate",
+	".config/gh/hosts.yml",
 }
 
 // Rules, as carried by Refusal.Rule, so callers can audit-log them.
@@ -59,6 +70,7 @@ const (
 	RuleProtected     = "protected"        // the data dir, the allowlist, $HOME, the project …
 	RuleContainerPath = "container-path"   // containerPath is not a plain name
 	RuleDuplicateName = "duplicate-name"   // two mounts of one group under the same name
+	RuleNotBindable   = "not-bindable"     // outside the only tree the sandbox engine can bind (Confine)
 )
 
 // Refusal is why a mount request was refused. Path is the host path as the
@@ -117,6 +129,19 @@ type Allowlist struct {
 	NonMainReadOnly bool     // default true when the file omits it
 	Home            string   // for ~ expansion in requests
 	Protected       []Protected
+	// Bindable, when set, is the only tree mounts may come from: the engine
+	// of a host in a container sees nothing else of the host's (Confine).
+	Bindable, BindableWhat string
+}
+
+// Confine refuses every mount that does not resolve inside dir; what says
+// why, for messages. A relative dir is refused, as in Protect.
+func (a *Allowlist) Confine(dir, what string) error {
+	if dir == "" || !isAbs(dir) {
+		return fmt.Errorf("confine mounts to %s: path %q is not absolute", what, dir)
+	}
+	a.Bindable, a.BindableWhat = dir, what
+	return nil
 }
 
 // Protect adds a protected path (the data dir, the project dir). A relative

@@ -24,7 +24,8 @@ const MaxNameLen = 64
 //   - the resolved path lies under a resolved allowed root, component-wise
 //     (/home/u/projects2 is not under /home/u/projects);
 //   - no component of the resolved path matches a blocked pattern;
-//   - it keeps clear of the protected paths (see ProtectMode).
+//   - it keeps clear of the protected paths (see ProtectMode);
+//   - with al.Bindable set, the resolved path lies inside it (Confine).
 //
 // The mount is read-write only when requested (ReadOnly false), allowed by
 // the root, and, for non-main, NonMainReadOnly is false; otherwise it is
@@ -57,8 +58,8 @@ func validate(al Allowlist, req domain.MountRequest, isMain bool) (sandbox.Mount
 	if !isAbs(expanded) {
 		return sandbox.Mount{}, "", refuse(RuleHostPath, p, "hostPath is relative; write an absolute path or ~/…")
 	}
-	folded := al.patterns()
-	if c, pat, hit := blockedComponent(expanded, folded); hit {
+	ps := al.patterns()
+	if c, pat, hit := blockedComponent(expanded, ps); hit {
 		return sandbox.Mount{}, "", refuse(RuleBlocked, p, "path component %q matches blocked pattern %q", c, pat)
 	}
 	// No filepath.Clean first: "link/.." must go where the kernel goes (the
@@ -77,11 +78,16 @@ func validate(al Allowlist, req domain.MountRequest, isMain bool) (sandbox.Mount
 	if !fi.IsDir() && !fi.Mode().IsRegular() {
 		return sandbox.Mount{}, "", refuse(RuleFileType, p, "resolves to %s, which is a %s, not a directory or regular file", resolved, fileKind(fi.Mode()))
 	}
+	if al.Bindable != "" {
+		if dir := resolveBest(al.Bindable); !within(resolved, dir) {
+			return sandbox.Mount{}, "", refuse(RuleNotBindable, p, "resolves to %s, outside %s (%s)", resolved, dir, al.BindableWhat)
+		}
+	}
 	root, ok := al.rootOf(resolved)
 	if !ok {
 		return sandbox.Mount{}, "", refuse(RuleOutsideRoots, p, "resolves to %s which is outside every allowed root", resolved)
 	}
-	if c, pat, hit := blockedComponent(resolved, folded); hit {
+	if c, pat, hit := blockedComponent(resolved, ps); hit {
 		return sandbox.Mount{}, "", refuse(RuleBlocked, p, "resolves to %s whose component %q matches blocked pattern %q", resolved, c, pat)
 	}
 	if r := al.checkProtected(p, resolved, isMain); r != nil {

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 func TestValidate(t *testing.T) {
@@ -279,4 +280,37 @@ func TestValidateProtectedNotYetExisting(t *testing.T) {
 	var r *Refusal
 	require.ErrorAs(t, err, &r)
 	assert.Equal(t, RuleProtected, r.Rule)
+}
+
+// A host in a container can have the engine bind only what it shares with
+// it: everything else is refused, by the resolved path (a symlink inside the
+// shared tree pointing out of it is refused too).
+func TestValidateConfined(t *testing.T) {
+	tr := newTree(t)
+	al := tr.load(t, `{"allowedRoots":[{"path":"~/projects","allowReadWrite":true},{"path":"`+tr.base+`/outside"}],"nonMainReadOnly":false}`)
+	require.Error(t, al.Confine("projects", "relative"))
+	require.NoError(t, al.Confine(tr.projects, "CLAWPEN_ROOT, shared with the engine"))
+	for _, tt := range []struct {
+		hostPath string
+		ok       bool
+	}{
+		{"~/projects/app/src", true},
+		{"~/rootlink/app/src", true},
+		{"~/projects", true},
+		{tr.outside, false},
+		{"~/projects/app/link-out", false},
+	} {
+		t.Run(tt.hostPath, func(t *testing.T) {
+			m, err := Validate(al, domain.MountRequest{HostPath: tt.hostPath, ContainerPath: "p"}, true)
+			if tt.ok {
+				require.NoError(t, err)
+				assert.True(t, within(m.HostPath, tr.projects))
+				return
+			}
+			var r *Refusal
+			require.ErrorAs(t, err, &r)
+			assert.Equal(t, RuleNotBindable, r.Rule)
+			assert.Contains(t, r.Reason, "resolves to "+tr.outside+", outside "+tr.projects+" (CLAWPEN_ROOT, shared with the engine)")
+		})
+	}
 }

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/clawpen/clawpen/internal/command"
 	"github.com/clawpen/clawpen/internal/domain"
-	"github.com/clawpen/clawpen/internal/ipc"
-	"github.com/clawpen/clawpen/internal/scheduler"
+	"github.com/clawpen/clawpen/internal/markup"
+	"github.com/clawpen/clawpen/internal/ops"
 )
 
-// Commands lists the owner's admin commands (also registered with Telegram).
+// Commands lists the owner's admin commands, the command menu of the
+// owner's chat (and only of it); help.go has an example of each.
 var Commands = []struct{ Name, Description string }{
 	{"groups", "list registered groups and chats seen"},
 	{"register", "<chat_id> <folder> [name]: register a group"},
@@ -25,15 +23,20 @@ var Commands = []struct{ Name, Description string }{
 	{"pause", "<id>: pause a task"},
 	{"resume", "<id>: resume a task"},
 	{"cancel", "<id>: cancel a task"},
+	{"profile", "<folder> <name>: give a group a sandbox profile (default: none of its own)"},
+	{"new", "[folder]: forget a group's conversation (default: main)"},
 	{"status", "sandboxes, queues and next due tasks"},
+	{"usage", "[days]: model tokens per group and day (default 7 days)"},
+	{"audit", "[n]: the newest entries of the audit log (default 10)"},
+	{"tools", "host bridge tools: who may call each, last errors"},
 	{"help", "what I can do"},
 }
 
 // command runs an admin command from the owner in the main chat. It reports
 // false for text that is not one of ours, which then goes to the agent.
-func (r *Router) command(ctx context.Context, main domain.Group, in Inbound) (bool, error) {
-	cmd, err := command.Parse(in.Text, r.cfg.BotUsername)
-	if errors.Is(err, command.ErrNotCommand) {
+func (r *Router) command(ctx context.Context, main domain.Group, in domain.Inbound) (bool, error) {
+	cmd, err := parseCommand(in.Text, r.cfg.BotUsername)
+	if errors.Is(err, errNotCommand) {
 		return false, nil
 	}
 	answer := func(text string) (bool, error) { return true, r.reply(ctx, in.ChatID, in.ThreadID, text) }
@@ -55,8 +58,18 @@ func (r *Router) command(ctx context.Context, main domain.Group, in Inbound) (bo
 		return answer(r.register(ctx, cmd))
 	case "unregister":
 		return answer(r.unregister(ctx, cmd))
+	case "profile":
+		return answer(r.setProfile(ctx, cmd))
+	case "new":
+		return answer(r.forget(ctx, cmd))
 	case "status":
 		return answer(r.status(ctx))
+	case "usage":
+		return answer(r.usageText(ctx, cmd))
+	case "audit":
+		return answer(r.auditText(ctx, cmd))
+	case "tools":
+		return answer(r.toolsText(ctx))
 	case "tasks":
 		return answer(r.tasksText(ctx, cmd))
 	case "schedule":
@@ -68,39 +81,29 @@ func (r *Router) command(ctx context.Context, main domain.Group, in Inbound) (bo
 	}
 }
 
-func (r *Router) help() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "I am %s. Here, every message goes to me. In a registered group, members call me with @%s, a mention or a reply.\n\nCommands:\n", r.cfg.AssistantName, r.cfg.AssistantName)
-	for _, c := range Commands {
-		fmt.Fprintf(&b, "/%s %s\n", c.Name, c.Description)
-	}
-	return b.String()
-}
-
 func (r *Router) groupsText(ctx context.Context) (string, error) {
 	groups, err := r.cfg.Store.ListGroups(ctx)
 	if err != nil {
 		return "", fmt.Errorf("list groups: %w", err)
 	}
-	chats, err := r.cfg.Store.ListChats(ctx)
+	chats, err := r.cfg.Ops.ListChats(ctx, domain.Owner())
 	if err != nil {
 		return "", fmt.Errorf("list chats: %w", err)
 	}
-	registered := map[int64]bool{}
+	profiles := r.cfg.Ops.Profiles()
 	var b strings.Builder
 	b.WriteString("Registered groups:\n")
 	for _, g := range groups {
-		registered[g.ChatID] = true
-		fmt.Fprintf(&b, "• %s — folder %s, chat %d\n", g.Name, g.Folder, g.ChatID)
+		fmt.Fprintf(&b, "• %s — folder %s, chat %d%s\n", markup.Literal(g.Name, maxTitleShown), g.Folder, g.ChatID, profileNote(profiles, g))
 	}
 	b.WriteString("\nChats seen, not registered:\n")
 	n := 0
 	for _, c := range chats {
-		if registered[c.ID] || c.Type == "private" {
+		if c.Folder != "" || c.Type == "private" {
 			continue
 		}
 		n++
-		fmt.Fprintf(&b, "• %s (%s) — chat %d\n", c.Title, c.Type, c.ID)
+		fmt.Fprintf(&b, "• %s (%s) — chat %d\n", markup.Literal(c.Title, maxTitleShown), markup.OneLine(c.Type, 20), c.ID)
 	}
 	if n == 0 {
 		b.WriteString("none\n")
@@ -108,7 +111,7 @@ func (r *Router) groupsText(ctx context.Context) (string, error) {
 	return b.String(), nil
 }
 
-func (r *Router) register(ctx context.Context, cmd command.Command) string {
+func (r *Router) register(ctx context.Context, cmd slashCommand) string {
 	if len(cmd.Args) < 2 {
 		return "Usage: /register <chat_id> <folder> [display name]"
 	}
@@ -121,12 +124,11 @@ func (r *Router) register(ctx context.Context, cmd command.Command) string {
 	if name == "" {
 		name = r.chatTitle(ctx, chatID)
 	}
-	g, err := ipc.RegisterGroup(ctx, r.cfg.Store, r.cfg.GroupsDir, chatID, folder, name, "")
+	g, err := r.cfg.Ops.RegisterGroup(ctx, domain.Owner(), ops.GroupRequest{ChatID: chatID, Folder: folder, Name: name})
 	if err != nil {
 		return "Not registered: " + err.Error()
 	}
-	_ = r.audit(ctx, domain.MainFolder, "register_group", "allow", fmt.Sprintf("chat %d as folder %s", chatID, folder))
-	return fmt.Sprintf("Registered %s (chat %d) with folder groups/%s. Members call me with @%s.", g.Name, g.ChatID, g.Folder, r.cfg.AssistantName)
+	return fmt.Sprintf("Registered %s (chat %d) with folder groups/%s. Members call me with @%s.", markup.Literal(g.Name, maxTitleShown), g.ChatID, g.Folder, r.cfg.AssistantName)
 }
 
 // chatTitle is the title Telegram gave a chat we have seen, or "".
@@ -143,7 +145,7 @@ func (r *Router) chatTitle(ctx context.Context, chatID int64) string {
 	return ""
 }
 
-func (r *Router) unregister(ctx context.Context, cmd command.Command) string {
+func (r *Router) unregister(ctx context.Context, cmd slashCommand) string {
 	if len(cmd.Args) != 1 {
 		return "Usage: /unregister <folder>"
 	}
@@ -151,51 +153,51 @@ func (r *Router) unregister(ctx context.Context, cmd command.Command) string {
 	if folder == domain.MainFolder {
 		return "The main group cannot be unregistered."
 	}
-	ok, err := r.cfg.Store.DeleteGroup(ctx, folder)
+	ok, err := r.cfg.Ops.UnregisterGroup(ctx, domain.Owner(), folder)
 	if err != nil {
 		return "Not unregistered: " + err.Error()
 	}
 	if !ok {
 		return fmt.Sprintf("No group has the folder %s.", folder)
 	}
-	_ = r.audit(ctx, domain.MainFolder, "unregister_group", "allow", "folder "+folder)
 	return fmt.Sprintf("Unregistered %s. Its folder groups/%s is kept.", folder, folder)
 }
 
-func (r *Router) status(ctx context.Context) string {
-	var b strings.Builder
-	groups, err := r.cfg.Store.ListGroups(ctx)
+// forget removes a group's conversation transcript: its next run starts
+// with no earlier conversation.
+func (r *Router) forget(ctx context.Context, cmd slashCommand) string {
+	if len(cmd.Args) > 1 {
+		return "Usage: /new [folder] (default: main)"
+	}
+	folder := domain.MainFolder
+	if len(cmd.Args) == 1 {
+		folder = cmd.Args[0]
+	}
+	g, ok, err := r.cfg.Store.GroupByFolder(ctx, folder)
 	if err != nil {
-		return "Status unavailable: " + err.Error()
+		return "Nothing forgotten: " + err.Error()
 	}
-	fmt.Fprintf(&b, "%s: %d registered groups.\n", r.cfg.AssistantName, len(groups))
-	if r.cfg.Status != nil {
-		b.WriteString(r.cfg.Status(ctx))
+	if !ok {
+		return fmt.Sprintf("Nothing forgotten: no group has the folder %s. /groups lists them.", markup.Literal(folder, maxTitleShown))
 	}
-	ts, err := r.cfg.Store.ListTasks(ctx, "")
+	forgot, err := r.cfg.Agents.Forget(g.Folder)
 	if err != nil {
-		return b.String() + "Tasks unavailable: " + err.Error()
+		r.log.Error("forget a conversation", "group", g.Folder, "err", err)
+		return fmt.Sprintf("Could not forget the conversation of %s; the host's log says why.", g.Folder)
 	}
-	var due []domain.Task
-	for _, t := range ts {
-		if t.Status == domain.TaskActive && !t.NextRun.IsZero() {
-			due = append(due, t)
-		}
+	_ = r.audit(ctx, domain.MainFolder, "new_session", "allow", "conversation of "+g.Folder+" forgotten by the owner")
+	if !forgot {
+		return fmt.Sprintf("%s has no saved conversation: its next run starts fresh.", g.Folder)
 	}
-	slices.SortFunc(due, func(a, b domain.Task) int { return a.NextRun.Compare(b.NextRun) })
-	fmt.Fprintf(&b, "Next due tasks (%d active):\n", len(due))
-	for _, t := range due[:min(5, len(due))] {
-		b.WriteString(scheduler.Describe(t, r.cfg.TZ) + "\n")
-	}
-	return b.String()
+	return fmt.Sprintf("Forgot the conversation of %s: its next run starts fresh. The old conversation is archived in data/transcripts/%s; its files in groups/%s are kept.", g.Folder, g.Folder, g.Folder)
 }
 
-func (r *Router) tasksText(ctx context.Context, cmd command.Command) string {
+func (r *Router) tasksText(ctx context.Context, cmd slashCommand) string {
 	folder := ""
 	if len(cmd.Args) > 0 {
 		folder = cmd.Args[0]
 	}
-	ts, err := r.cfg.Store.ListTasks(ctx, folder)
+	ts, err := r.cfg.Ops.ListTasks(ctx, domain.Owner(), folder)
 	if err != nil {
 		return "Tasks unavailable: " + err.Error()
 	}
@@ -204,12 +206,14 @@ func (r *Router) tasksText(ctx context.Context, cmd command.Command) string {
 	}
 	var b strings.Builder
 	for _, t := range ts {
-		b.WriteString(scheduler.Describe(t, r.cfg.TZ))
+		b.WriteString(taskLine(t, r.cfg.TZ))
 		if runs, err := r.cfg.Store.TaskRuns(ctx, t.ID, 1); err == nil && len(runs) > 0 {
 			last := runs[0]
-			fmt.Fprintf(&b, "\n   last run %s: %s", last.Started.In(r.cfg.TZ).Format("2006-01-02 15:04:05"), last.Status)
+			fmt.Fprintf(&b, "\n   last run %s: %s", last.Started.In(r.cfg.TZ).Format("2006-01-02 15:04:05"), markup.OneLine(last.Status, 20))
 			if last.Error != "" {
-				b.WriteString(" — " + last.Error)
+				// The host's words since a run's error is its class; a row
+				// written before that may hold the agent's text.
+				b.WriteString(" — " + markup.Literal(last.Error, 200))
 			}
 		}
 		b.WriteString("\n")
@@ -217,7 +221,7 @@ func (r *Router) tasksText(ctx context.Context, cmd command.Command) string {
 	return b.String()
 }
 
-func (r *Router) schedule(ctx context.Context, cmd command.Command) string {
+func (r *Router) schedule(ctx context.Context, cmd slashCommand) string {
 	if len(cmd.Args) < 4 {
 		return `Usage: /schedule <folder> <cron|interval|once> <value> <prompt>, e.g. /schedule main cron "0 9 * * *" Good morning summary`
 	}
@@ -228,19 +232,16 @@ func (r *Router) schedule(ctx context.Context, cmd command.Command) string {
 	if !ok {
 		return fmt.Sprintf("Not scheduled: no group has the folder %s.", cmd.Args[0])
 	}
-	t, err := ipc.CreateTask(ctx, r.cfg.Store, domain.Task{
-		Group: g.Folder, ChatID: g.ChatID, ScheduleType: cmd.Args[1], ScheduleValue: cmd.Args[2],
-		Prompt: strings.Join(cmd.Args[3:], " "),
-	}, r.cfg.TZ, r.cfg.MinInterval, time.Now())
+	t, err := r.cfg.Ops.ScheduleTask(ctx, domain.Owner(), domain.Task{
+		Group: g.Folder, ScheduleType: cmd.Args[1], ScheduleValue: cmd.Args[2], Prompt: strings.Join(cmd.Args[3:], " "),
+	})
 	if err != nil {
 		return "Not scheduled: " + err.Error()
 	}
-	_ = r.audit(ctx, domain.MainFolder, "schedule_task", "allow", fmt.Sprintf("task %d for %s by the owner", t.ID, g.Folder))
-	r.wakeScheduler()
-	return "Scheduled " + scheduler.Describe(t, r.cfg.TZ)
+	return "Scheduled " + taskLine(t, r.cfg.TZ)
 }
 
-func (r *Router) taskStatus(ctx context.Context, cmd command.Command) string {
+func (r *Router) taskStatus(ctx context.Context, cmd slashCommand) string {
 	if len(cmd.Args) != 1 {
 		return fmt.Sprintf("Usage: /%s <task id>", cmd.Name)
 	}
@@ -248,24 +249,19 @@ func (r *Router) taskStatus(ctx context.Context, cmd command.Command) string {
 	if err != nil {
 		return fmt.Sprintf("%q is not a task id.", cmd.Args[0])
 	}
-	t, ok, err := r.cfg.Store.Task(ctx, id)
-	if err != nil {
-		return "Task unavailable: " + err.Error()
+	op := ops.PauseTask
+	switch cmd.Name {
+	case "resume":
+		op = ops.ResumeTask
+	case "cancel":
+		op = ops.CancelTask
 	}
-	if !ok {
+	t, err := r.cfg.Ops.ChangeTaskStatus(ctx, domain.Owner(), op, id)
+	switch {
+	case errors.Is(err, ops.ErrNoTask):
 		return fmt.Sprintf("No task has the id %d.", id)
-	}
-	op := cmd.Name + "_task"
-	if err := ipc.ChangeStatus(ctx, r.cfg.Store, &t, op, r.cfg.TZ, r.cfg.MinInterval, time.Now()); err != nil {
+	case err != nil:
 		return "Not changed: " + err.Error()
 	}
-	_ = r.audit(ctx, domain.MainFolder, op, "allow", fmt.Sprintf("task %d of %s by the owner", t.ID, t.Group))
-	r.wakeScheduler()
-	return "Done: " + scheduler.Describe(t, r.cfg.TZ)
-}
-
-func (r *Router) wakeScheduler() {
-	if r.cfg.WakeScheduler != nil {
-		r.cfg.WakeScheduler()
-	}
+	return "Done: " + taskLine(t, r.cfg.TZ)
 }

@@ -8,30 +8,39 @@ import (
 	"time"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/retry"
 )
 
-// WakeDelivery tells the delivery loop that the outbox has new rows.
-func (r *Router) WakeDelivery() {
+// wakeDelivery makes the delivery loop read the outbox again (a chat's
+// sender stopped; rows may have come for it meanwhile).
+func (r *Router) wakeDelivery() {
 	select {
 	case r.deliverWake <- struct{}{}:
 	default:
 	}
 }
 
-// maxSendAttempts bounds retries of one outbox row: Telegram refusing a
-// message for good (bot removed from the chat, say) must not block the chat.
-const maxSendAttempts = 5
+// Delivery is the only retry layer for outgoing messages: the Messenger tries
+// once, and the chat's sender decides what a failure means. A throttled send
+// waits Telegram's retry_after and does not count as a failure. A refused one
+// (the bot was removed from the chat, say) is dropped at once. Anything else
+// is retried with a doubling wait, and dropped after maxSendAttempts, so one
+// undeliverable message cannot block its chat forever while a network outage
+// of a quarter of an hour loses nothing.
+const (
+	maxSendAttempts = 20
+	firstRetryWait  = 500 * time.Millisecond
+	maxRetryWait    = time.Minute
+)
 
-// failedSendWait is how long a chat whose send failed waits before its
-// next attempt; other chats are not held up by it.
-const failedSendWait = 2 * time.Second
-
-// Deliver sends the outbox until ctx is done: each chat's messages in
+// deliver sends the outbox until ctx is done: each chat's messages in
 // order by a sender of its own, chats independently of each other, so one
 // chat's pacing (Telegram allows a message a second per chat, 20 a minute
 // per group), 429 waits or retries never delay another chat's answers.
-// A row leaves the outbox only once Telegram accepted it.
-func (r *Router) Deliver(ctx context.Context) {
+// A row leaves the outbox only once Telegram accepted it. The store says
+// when rows were queued, by whom ever: an answer, a notice, an agent's
+// send_message.
+func (r *Router) deliver(ctx context.Context) {
 	d := &delivery{r: r, active: map[int64]bool{}, attempts: map[int64]int{}}
 	var wg sync.WaitGroup
 	defer wg.Wait() // senders write to the store, which closes after Deliver
@@ -46,6 +55,7 @@ func (r *Router) Deliver(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.cfg.Store.OutboxQueued():
 		case <-r.deliverWake:
 		}
 	}
@@ -85,14 +95,14 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 		delete(d.active, chatID)
 		d.mu.Unlock()
 		// Rows may have arrived for this chat after its last read.
-		r.WakeDelivery()
+		r.wakeDelivery()
 	}()
 	for ctx.Err() == nil {
 		rows, err := r.cfg.Store.PendingOutboxOf(ctx, chatID)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Error("read outbox", "chat", chatID, "err", err)
-				_ = sleepCtx(ctx, failedSendWait)
+				_ = retry.Sleep(ctx, firstRetryWait)
 			}
 			return
 		}
@@ -100,44 +110,68 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 			return
 		}
 		for _, o := range rows {
-			err := r.send(ctx, o)
-			d.mu.Lock()
-			if err == nil {
-				delete(d.attempts, o.ID)
-				d.mu.Unlock()
+			wait, ok := d.sent(ctx, o)
+			if ok {
 				continue
 			}
-			d.attempts[o.ID]++
-			n := d.attempts[o.ID]
-			if n >= maxSendAttempts && ctx.Err() == nil {
-				delete(d.attempts, o.ID)
-				d.mu.Unlock()
-				r.log.Error("dropping undeliverable message", "chat", o.ChatID, "outbox", o.ID, "err", err)
-				_ = r.audit(ctx, "", "telegram.send", "error", fmt.Sprintf("message %d to chat %d dropped after %d attempts: %v", o.ID, o.ChatID, n, err))
-				_ = r.cfg.Store.MarkSent(ctx, o.ID)
-				continue
-			}
-			d.mu.Unlock()
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Warn("send failed; will retry", "chat", o.ChatID, "outbox", o.ID, "attempt", n, "err", err)
 			// Keep this chat's order: later rows wait for this one.
-			_ = sleepCtx(ctx, failedSendWait)
+			_ = retry.Sleep(ctx, wait)
 			break
 		}
 	}
 }
 
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+// sent sends one row and reports whether the chat may go on with its next
+// row; when not, wait is how long to wait before trying this row again.
+func (d *delivery) sent(ctx context.Context, o domain.Outgoing) (wait time.Duration, ok bool) {
+	r := d.r
+	err := r.send(ctx, o)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		delete(d.attempts, o.ID)
+		r.cfg.Observer.Sent("sent")
+		return 0, true
+	}
+	if ctx.Err() != nil {
+		return 0, false
+	}
+	var throttled interface{ RetryIn() time.Duration }
+	var refused interface{ Permanent() bool }
+	switch {
+	case errors.As(err, &throttled):
+		r.log.Warn("Telegram asks to wait", "chat", o.ChatID, "outbox", o.ID, "retry_after", throttled.RetryIn())
+		r.cfg.Observer.Sent("throttled")
+		return throttled.RetryIn(), false
+	case errors.As(err, &refused) && refused.Permanent():
+		delete(d.attempts, o.ID)
+		d.drop(ctx, o, 1, err)
+		return 0, true
+	}
+	d.attempts[o.ID]++
+	n := d.attempts[o.ID]
+	if n >= maxSendAttempts {
+		delete(d.attempts, o.ID)
+		d.drop(ctx, o, n, err)
+		return 0, true
+	}
+	r.cfg.Observer.Sent("failed")
+	wait = retry.Delay(firstRetryWait, maxRetryWait, n)
+	r.log.Warn("send failed; will retry", "chat", o.ChatID, "outbox", o.ID, "attempt", n, "in", wait, "err", err)
+	return wait, false
+}
+
+// drop gives up on a row: it leaves the outbox, and the audit log says why.
+func (d *delivery) drop(ctx context.Context, o domain.Outgoing, attempts int, err error) {
+	r := d.r
+	r.cfg.Observer.Sent("dropped")
+	r.log.Error("dropping undeliverable message", "chat", o.ChatID, "outbox", o.ID, "attempts", attempts, "err", err)
+	_ = r.audit(ctx, "", "telegram.send", "error", fmt.Sprintf("message %d to chat %d dropped after %d attempts: %v", o.ID, o.ChatID, attempts, err))
+	if err := r.cfg.Store.MarkSent(ctx, o.ID); err != nil {
+		r.log.Error("mark dropped message", "outbox", o.ID, "err", err)
 	}
 }
 
@@ -149,20 +183,38 @@ type migration interface{ Migration() (from, to int64) }
 // sent again after the restart.
 const sendGrace = 20 * time.Second
 
+// fileSendGrace is sendGrace for a file: an upload of up to 50 MB.
+const fileSendGrace = 5 * time.Minute
+
 func (r *Router) send(parent context.Context, o domain.Outgoing) error {
 	if parent.Err() != nil {
 		return parent.Err() // shutting down: do not start new sends
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), sendGrace)
+	grace := sendGrace
+	var data []byte
+	if o.Kind != "" {
+		var err error
+		if data, err = r.cfg.Store.OutboxFile(parent, o.ID); err != nil {
+			return err
+		}
+		grace = fileSendGrace
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), grace)
 	defer cancel()
-	_, err := r.cfg.Messenger.Send(ctx, o.ChatID, o.ThreadID, o.Text)
+	one := func(chatID int64) error {
+		if o.Kind != "" {
+			return r.cfg.Messenger.SendFile(ctx, chatID, o.ThreadID, o.Kind, o.FileName, data, o.Text)
+		}
+		return r.cfg.Messenger.Send(ctx, chatID, o.ThreadID, o.Text)
+	}
+	err := one(o.ChatID)
 	var mig migration
 	if errors.As(err, &mig) {
 		from, to := mig.Migration()
 		if merr := r.migrate(ctx, from, to); merr != nil {
 			return merr
 		}
-		_, err = r.cfg.Messenger.Send(ctx, to, o.ThreadID, o.Text)
+		err = one(to)
 	}
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ type gatedMessenger struct {
 	notif chan string
 }
 
-func (m *gatedMessenger) Send(ctx context.Context, chatID int64, _ int, text string) (int, error) {
+func (m *gatedMessenger) Send(ctx context.Context, chatID int64, _ int, text string) error {
 	m.mu.Lock()
 	gate := m.gate[chatID]
 	m.mu.Unlock()
@@ -33,22 +33,27 @@ func (m *gatedMessenger) Send(ctx context.Context, chatID int64, _ int, text str
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	m.mu.Lock()
 	if m.fail[text] > 0 {
 		m.fail[text]--
 		m.mu.Unlock()
-		return 0, fmt.Errorf("telegram: 502")
+		return fmt.Errorf("telegram: 502")
 	}
 	m.sent = append(m.sent, text)
 	m.mu.Unlock()
 	m.notif <- text
-	return 1, nil
+	return nil
 }
 
 func (m *gatedMessenger) Typing(context.Context, int64, int) error { return nil }
+
+// SendFile delivers a file as a text naming it.
+func (m *gatedMessenger) SendFile(ctx context.Context, chatID int64, thread int, kind, name string, _ []byte, _ string) error {
+	return m.Send(ctx, chatID, thread, kind+":"+name)
+}
 
 // next waits for the next delivered text; the bound only ends a hung test.
 func (m *gatedMessenger) next(t *testing.T) string {
@@ -75,16 +80,16 @@ func TestDeliverChatsIndependentlyAndInOrder(t *testing.T) {
 	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -1, Text: "a1"}, {ChatID: -2, Text: "b1"}, {ChatID: -1, Text: "a2"}, {ChatID: -2, Text: "b2"}})
 	require.NoError(t, err)
 	done := make(chan struct{})
-	go func() { r.Deliver(ctx); close(done) }()
+	go func() { r.deliver(ctx); close(done) }()
 
 	// Chat -1 is stuck (paced, say); chat -2 is delivered meanwhile, in
 	// order, its first message after one failed attempt.
 	assert.Equal(t, "b1", m.next(t))
 	assert.Equal(t, "b2", m.next(t))
-	// A row queued while its chat's sender runs is picked up too.
+	// A row queued while its chat's sender runs is picked up too: the
+	// store says it was queued.
 	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -2, Text: "b3"}})
 	require.NoError(t, err)
-	r.WakeDelivery()
 	assert.Equal(t, "b3", m.next(t))
 
 	close(slow)
@@ -97,4 +102,33 @@ func TestDeliverChatsIndependentlyAndInOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, left)
 	assert.Equal(t, []string{"b1", "b2", "b3", "a1", "a2"}, m.sent, "each exactly once")
+}
+
+// A file row keeps its chat's order and is sent once, by SendFile, after
+// a failed attempt; its bytes leave the store with it.
+func TestDeliverFileRowInOrder(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m := &gatedMessenger{fail: map[string]int{"document:r.txt": 1}, notif: make(chan string, 16)}
+	r, err := New(ctx, Config{Store: st, Messenger: m, OwnerID: 1, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+
+	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -1, Text: "before"}})
+	require.NoError(t, err)
+	f, err := st.EnqueueFile(ctx, domain.Outgoing{ChatID: -1, Kind: domain.OutDocument, FileName: "r.txt"}, []byte("x"))
+	require.NoError(t, err)
+	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -1, Text: "after"}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { r.deliver(ctx); close(done) }()
+	assert.Equal(t, "before", m.next(t))
+	assert.Equal(t, "document:r.txt", m.next(t))
+	assert.Equal(t, "after", m.next(t))
+	cancel()
+	<-done
+	assert.Equal(t, []string{"before", "document:r.txt", "after"}, m.sent, "each exactly once")
+	_, err = st.OutboxFile(context.Background(), f.ID)
+	assert.Error(t, err, "the bytes left with the row")
 }

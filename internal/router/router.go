@@ -1,8 +1,10 @@
-// Package router is the host's switchboard: every inbound chat message goes
+// Package router is the host's switchboard. Every inbound chat message goes
 // through Handle, which records the chat, recognises the owner, runs admin
 // commands, stores messages of registered groups and wakes the group's queue
-// when the agent is called. Pending runs a group's agent over everything it
-// has not answered yet, and Deliver sends answers from the outbox.
+// (queue.go) when the agent is called. The queue runs a group's agent over
+// everything it has not answered yet, and the scheduled tasks the scheduler
+// hands to Schedule; delivery (deliver.go) sends answers from the outbox.
+// Run runs the queue and delivery.
 package router
 
 import (
@@ -19,73 +21,104 @@ import (
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
-	"github.com/clawpen/clawpen/internal/policy"
-	"github.com/clawpen/clawpen/internal/prompt"
+	"github.com/clawpen/clawpen/internal/mounts"
+	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/store"
-	"github.com/clawpen/clawpen/internal/trigger"
 )
 
 // Messenger delivers text to chats (Telegram in production).
 type Messenger interface {
-	// Send delivers markdown text, split as needed; it reports how many
-	// chunks were delivered before an error.
-	Send(ctx context.Context, chatID int64, threadID int, markdown string) (int, error)
+	// Send delivers one message of markdown (an outbox row, split when the
+	// answer was stored) in one attempt. Its error may say it was throttled
+	// (RetryIn), refused for good (Permanent) or the chat migrated (Migration).
+	Send(ctx context.Context, chatID int64, threadID int, markdown string) error
+	// SendFile delivers one file of kind domain.OutPhoto or OutDocument
+	// with a plain caption, in one attempt, its errors as Send's.
+	SendFile(ctx context.Context, chatID int64, threadID int, kind, name string, data []byte, caption string) error
 	Typing(ctx context.Context, chatID int64, threadID int) error
 }
 
-// Agents runs one agent invocation. With Request.OnResult set, a nil error
-// means OnResult was called and returned nil.
+// Agents runs agent invocations (the runner).
 type Agents interface {
-	Run(ctx context.Context, req runner.Request) (runner.Answer, error)
+	// Start begins one invocation; its answer comes on the invocation's
+	// Answer before the sandbox has ended, and Wait says how it ended.
+	Start(ctx context.Context, req runner.Request) *runner.Invocation
+	// Forget removes a group's conversation (/new), also from a run of the
+	// group in progress once it ends; it reports whether there was one.
+	Forget(folder string) (bool, error)
+	// Warm lists the groups whose sandbox waits ready, and how many may.
+	Warm() (folders []string, max int)
 }
 
-// Inbound is one message as the chat adapter saw it.
-type Inbound struct {
-	ChatID            int64
-	ChatType          string // private, group, supergroup, channel
-	ChatTitle         string
-	MessageID         int64
-	ThreadID          int
-	SenderID          int64
-	SenderName        string
-	SenderIsBot       bool
-	Text              string
-	Time              time.Time
-	MentionsBot       bool
-	ReplyToBot        bool
-	MigrateToChatID   int64
-	MigrateFromChatID int64
-}
-
-// Config wires the router.
+// Config is what the router works with.
 type Config struct {
-	Store         *store.Store
-	Messenger     Messenger
-	Agents        Agents
-	Kick          func(group string) // wake the group's queue
-	OwnerID       int64              // from CLAWPEN_OWNER_ID; 0 = pairing
+	Store     *store.Store
+	Messenger Messenger
+	Agents    Agents
+	// Ops carries out the owner's commands on tasks and groups.
+	Ops           *ops.Service
+	OwnerID       int64 // from CLAWPEN_OWNER_ID; 0 = pairing
 	AssistantName string
 	BotUsername   string
-	GroupsDir     string
 	TZ            *time.Location
 	Logger        *slog.Logger
-	// Status adds host details (sandbox, queue) to /status.
-	Status func(ctx context.Context) string
+	// MaxConcurrent bounds the agent runs at once, over all groups.
+	MaxConcurrent int
+	// RetryBackoff lists the waits between retries of a group's failed run;
+	// after the last one the chat is told.
+	RetryBackoff []time.Duration
+	// Host is what the host knows of itself for /status (its sandbox);
+	// what runs and waits the router adds.
+	Host HostStatus
+	// Mounts is the allowlist /status describes; nil: not described.
+	Mounts *mounts.Policy
 	// MaxContext caps how many pending messages one run receives.
 	MaxContext int
 	// DefaultPolicy applies to groups without a sender policy of their own.
-	DefaultPolicy policy.Policy
-	// MinInterval is the shortest interval a task may repeat at.
-	MinInterval time.Duration
-	// WakeScheduler is called after tasks change.
-	WakeScheduler func()
+	DefaultPolicy domain.SenderPolicy
+	// Profile resolves a sandbox profile by name (/usage shows budgets);
+	// nil: none shown.
+	Profile func(name string) (domain.Profile, error)
+	// Now is the clock of usage days (default time.Now); days are in TZ.
+	Now func() time.Time
+	// Observer hears what became of each message and send, for the host's
+	// metrics; nil: nobody.
+	Observer Observer
+	// Files fetches files users send into GroupsDir/<folder>/inbox/, up to
+	// MaxFileBytes each (attachments.go); nil: files are only noted.
+	Files        Fetcher
+	GroupsDir    string
+	MaxFileBytes int64
+	// Drafts shows the main group's answers while they are written; nil:
+	// none shown.
+	Drafts Drafter
+	// Menu sets the bot's command menu: the admin commands in the owner's
+	// chat only (0: in none). Called at start and when the owner pairs;
+	// nil: not set.
+	Menu func(ctx context.Context, ownerChat int64) error
 }
+
+// Observer hears what the router did. Kinds of inbound messages: "main",
+// "group" (stored as context), "triggered" (called the agent), "command",
+// "ignored" (nothing kept). Send results: "sent", "throttled" (429),
+// "failed" (retried), "dropped".
+type Observer interface {
+	Received(kind string)
+	Sent(result string)
+}
+
+type noObserver struct{}
+
+func (noObserver) Received(string) {}
+func (noObserver) Sent(string)     {}
 
 // Router is safe for concurrent use.
 type Router struct {
 	cfg Config
 	log *slog.Logger
+
+	q *queue // one run per group at a time
 
 	mu        sync.Mutex
 	pairCode  string           // one-time, while no owner is known
@@ -106,12 +139,17 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 		cfg.TZ = time.Local
 	}
 	if cfg.DefaultPolicy.Mode == "" {
-		cfg.DefaultPolicy = policy.Default
+		cfg.DefaultPolicy = domain.DefaultSenderPolicy
 	}
 	if cfg.MaxContext <= 0 {
 		cfg.MaxContext = 200
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
 	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1), attempted: map[string]int64{}}
+	r.q = newQueue(queueConfig{MaxConcurrent: cfg.MaxConcurrent, Pending: r.pending, Backoff: cfg.RetryBackoff,
+		GiveUp: r.giveUp, Permanent: permanent, Logger: cfg.Logger})
 	owner, err := r.Owner(ctx)
 	if err != nil {
 		return nil, err
@@ -124,6 +162,37 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 		r.pairCode = code
 	}
 	return r, nil
+}
+
+// Run runs the group queues (starting with the groups a restart left
+// unanswered) and delivery until ctx is done, and returns once every run
+// and send has ended.
+func (r *Router) Run(ctx context.Context) error {
+	owner, err := r.Owner(ctx)
+	if err != nil {
+		return err
+	}
+	r.showMenu(ctx, owner)
+	if err := r.recoverPending(ctx); err != nil {
+		return err
+	}
+	r.q.start(ctx)
+	r.deliver(ctx)
+	r.q.wait()
+	return nil
+}
+
+// Schedule queues a due task (the scheduler's Dispatch): it runs in its
+// group's queue, after what is queued there.
+func (r *Router) Schedule(_ context.Context, t domain.Task) {
+	r.q.add(t.Group, func(ctx context.Context) error { return r.runTask(ctx, t) })
+}
+
+// permanent reports run errors that retrying cannot cure: the chat is told
+// at once.
+func permanent(err error) bool {
+	return errors.Is(err, runner.ErrNoSandbox) || errors.Is(err, runner.ErrDiskQuota) || errors.Is(err, runner.ErrProfile) ||
+		errors.Is(err, runner.ErrBudget)
 }
 
 // PairingCode is the code to send as "/pair CODE", or "" once an owner is known.
@@ -151,7 +220,25 @@ func (r *Router) Owner(ctx context.Context) (int64, error) {
 
 // Handle processes one inbound message. An error means nothing was
 // recorded and the same message must be offered again.
-func (r *Router) Handle(ctx context.Context, in Inbound) error {
+func (r *Router) Handle(ctx context.Context, in domain.Inbound) error {
+	kind := "ignored" // what stored or ran it says otherwise
+	err := r.handle(ctx, in, &kind)
+	if err == nil {
+		r.cfg.Observer.Received(kind)
+	}
+	return err
+}
+
+// QueueWaiting is the number of agent runs waiting for their turn.
+func (r *Router) QueueWaiting() int {
+	n := 0
+	for _, w := range r.q.stats().Waiting {
+		n += w
+	}
+	return n
+}
+
+func (r *Router) handle(ctx context.Context, in domain.Inbound, kind *string) error {
 	if in.MigrateToChatID != 0 {
 		return r.migrate(ctx, in.ChatID, in.MigrateToChatID)
 	}
@@ -167,7 +254,7 @@ func (r *Router) Handle(ctx context.Context, in Inbound) error {
 		return nil
 	}
 	if in.ChatType == "private" {
-		return r.handlePrivate(ctx, in)
+		return r.handlePrivate(ctx, in, kind)
 	}
 	g, ok, err := r.cfg.Store.GroupByChat(ctx, in.ChatID)
 	if err != nil {
@@ -181,8 +268,16 @@ func (r *Router) Handle(ctx context.Context, in Inbound) error {
 		// The main group is the owner's private chat; a group chat cannot be main.
 		return nil
 	}
+	if in.Text == "" && in.File == nil {
+		// A sticker, a service message: nothing to keep as context, and
+		// no empty prompt for the agent.
+		return nil
+	}
 	if isCommand(in.Text) {
 		_ = r.audit(ctx, g.Folder, "command", "deny", fmt.Sprintf("slash command from user %d outside the main chat", in.SenderID))
+		if r.isAdminCommand(in.Text) {
+			return nil
+		}
 	}
 	verdict, err := r.senderVerdict(ctx, g, in.SenderID)
 	if err != nil {
@@ -193,20 +288,20 @@ func (r *Router) Handle(ctx context.Context, in Inbound) error {
 	}
 	word := g.Trigger
 	if word == "" {
-		word = trigger.Word(r.cfg.AssistantName)
+		word = triggerWord(r.cfg.AssistantName)
 	}
-	fires := verdict.MayTrigger && trigger.Fires(trigger.Signals{Text: in.Text, MentionsBot: in.MentionsBot, ReplyToBot: in.ReplyToBot}, word, r.cfg.BotUsername)
-	return r.store(ctx, g, in, fires)
+	fires := verdict.MayTrigger && triggered(signals{Text: in.Text, MentionsBot: in.MentionsBot, ReplyToBot: in.ReplyToBot}, word, r.cfg.BotUsername)
+	return r.store(ctx, g, in, fires, kind)
 }
 
 // senderVerdict applies the group's sender policy. A malformed policy fails
 // closed (only the owner calls the agent) and is reported.
-func (r *Router) senderVerdict(ctx context.Context, g domain.Group, sender int64) (policy.Verdict, error) {
+func (r *Router) senderVerdict(ctx context.Context, g domain.Group, sender int64) (domain.SenderVerdict, error) {
 	owner, err := r.Owner(ctx)
 	if err != nil {
-		return policy.Verdict{}, err
+		return domain.SenderVerdict{}, err
 	}
-	p, perr := policy.Parse(g.Policy, r.cfg.DefaultPolicy)
+	p, perr := domain.ParseSenderPolicy(g.Policy, r.cfg.DefaultPolicy)
 	if perr != nil {
 		r.log.Error("malformed sender policy; only the owner may call the agent", "group", g.Folder, "err", perr)
 		_ = r.audit(ctx, g.Folder, "policy", "error", perr.Error())
@@ -214,7 +309,7 @@ func (r *Router) senderVerdict(ctx context.Context, g domain.Group, sender int64
 	return p.Decide(sender, owner), nil
 }
 
-func (r *Router) handlePrivate(ctx context.Context, in Inbound) error {
+func (r *Router) handlePrivate(ctx context.Context, in domain.Inbound, kind *string) error {
 	owner, err := r.Owner(ctx)
 	if err != nil {
 		return err
@@ -230,16 +325,36 @@ func (r *Router) handlePrivate(ctx context.Context, in Inbound) error {
 	if err != nil {
 		return err
 	}
+	if in.Text == "" && in.File == nil {
+		// The agent would get an empty prompt: say what did not arrive.
+		if in.Media == "" {
+			return nil
+		}
+		return r.reply(ctx, in.ChatID, in.ThreadID, fmt.Sprintf(
+			"I cannot take in this %s. Text, photos, files, voice notes, audio and videos reach me; "+
+				"please write it in words or send it as one of those.", in.Media))
+	}
 	if isCommand(in.Text) {
+		first, err := r.cfg.Store.ClaimCommand(ctx, in.ChatID, in.MessageID)
+		if err != nil {
+			return err
+		}
+		if !first {
+			r.log.Info("command already handled before a restart; not running it again", "chat", in.ChatID, "message", in.MessageID)
+			return nil
+		}
 		handled, err := r.command(ctx, g, in)
+		if handled {
+			*kind = "command"
+		}
 		if handled || err != nil {
 			return err
 		}
 	}
-	return r.store(ctx, g, in, true)
+	return r.store(ctx, g, in, true, kind)
 }
 
-func (r *Router) tryPair(ctx context.Context, in Inbound) error {
+func (r *Router) tryPair(ctx context.Context, in domain.Inbound) error {
 	fields := strings.Fields(in.Text)
 	r.mu.Lock()
 	code := r.pairCode
@@ -259,6 +374,7 @@ func (r *Router) tryPair(ctx context.Context, in Inbound) error {
 	}
 	_ = r.audit(ctx, domain.MainFolder, "pair", "allow", fmt.Sprintf("user %d paired as owner", in.SenderID))
 	r.log.Info("owner paired", "user", in.SenderID)
+	r.showMenu(ctx, in.SenderID)
 	return r.reply(ctx, in.ChatID, in.ThreadID, fmt.Sprintf("Paired. You are the owner of %s; this chat is the main group. Send /help for the commands.", r.cfg.AssistantName))
 }
 
@@ -278,17 +394,32 @@ func (r *Router) ensureMain(ctx context.Context, chatID int64) (domain.Group, er
 	return g, nil
 }
 
-// store keeps the message and wakes the group's queue if it calls the agent.
-func (r *Router) store(ctx context.Context, g domain.Group, in Inbound, fires bool) error {
-	_, inserted, err := r.cfg.Store.AddMessage(ctx, domain.Message{
+// store keeps the message and wakes the group's queue if it calls the
+// agent; kind says which it was (a message offered again keeps "ignored").
+func (r *Router) store(ctx context.Context, g domain.Group, in domain.Inbound, fires bool, kind *string) error {
+	m := domain.Message{
 		ChatID: in.ChatID, MessageID: in.MessageID, ThreadID: in.ThreadID, SenderID: in.SenderID,
 		SenderName: in.SenderName, Text: in.Text, Time: in.Time, Triggered: fires,
-	})
+	}
+	if in.File != nil {
+		m.Attachment = r.attachment(ctx, g, in)
+	}
+	_, inserted, err := r.cfg.Store.AddMessage(ctx, m)
 	if err != nil {
 		return fmt.Errorf("store message of %q: %w", g.Folder, err)
 	}
-	if inserted && fires && r.cfg.Kick != nil {
-		r.cfg.Kick(g.Folder)
+	if inserted {
+		switch {
+		case g.IsMain():
+			*kind = "main"
+		case fires:
+			*kind = "triggered"
+		default:
+			*kind = "group"
+		}
+	}
+	if inserted && fires {
+		r.q.kick(g.Folder)
 	}
 	return nil
 }
@@ -301,10 +432,10 @@ func (r *Router) migrate(ctx context.Context, from, to int64) error {
 	return nil
 }
 
-// Pending runs the agent of a group over every message since its cursor, if
+// pending runs the agent of a group over every message since its cursor, if
 // one of them called it. Only a successful run advances the cursor, in the
 // same transaction that queues the answer.
-func (r *Router) Pending(ctx context.Context, folder string) error {
+func (r *Router) pending(ctx context.Context, folder string) error {
 	g, ok, err := r.cfg.Store.GroupByFolder(ctx, folder)
 	if err != nil {
 		return fmt.Errorf("look up group %q: %w", folder, err)
@@ -341,42 +472,61 @@ func (r *Router) Pending(ctx context.Context, folder string) error {
 
 	stopTyping := r.typing(ctx, g.ChatID, thread)
 	defer stopTyping()
-	// The answer is recorded (cursor and outbox in one transaction) and
-	// delivery woken as soon as the agent's result arrives, not after the
+	req := runner.Request{Group: g, Prompt: messagesPrompt(window, r.cfg.TZ), ContextMode: domain.ContextGroup}
+	draft := r.startDraft(ctx, g, thread, msgs[last].Seq)
+	if draft != nil {
+		defer draft.stop()
+		req.Progress = draft.update
+	}
+	// The answer is recorded (cursor and outbox in one transaction, which
+	// wakes delivery) as soon as the agent's result arrives, not after the
 	// sandbox's teardown.
-	recorded := false
-	_, err = r.cfg.Agents.Run(ctx, runner.Request{Group: g, Prompt: prompt.Messages(window, r.cfg.TZ), ContextMode: domain.ContextGroup,
-		OnResult: func(ctx context.Context, text string) error {
-			stopTyping()
-			if _, err := r.cfg.Store.CompleteRun(ctx, folder, msgs[last].Seq, outgoing(g.ChatID, thread, text)); err != nil {
-				return fmt.Errorf("complete run of %q: %w", folder, err)
-			}
-			recorded = true
-			r.WakeDelivery()
-			return nil
-		}})
-	if err == nil && !recorded {
+	run := r.cfg.Agents.Start(ctx, req)
+	text, answered := <-run.Answer()
+	var recordErr error
+	if answered {
+		stopTyping()
+		if draft != nil {
+			draft.stop()
+		}
+		if _, err := r.cfg.Store.CompleteRun(ctx, folder, msgs[last].Seq, outgoing(g.ChatID, thread, text)); err != nil {
+			recordErr = fmt.Errorf("complete run of %q: %w", folder, err)
+		}
+	}
+	_, err = run.Wait()
+	switch {
+	case recordErr != nil:
+		return recordErr
+	case answered:
+		return nil // the answer stands, whatever the sandbox did after it
+	case err == nil:
 		return fmt.Errorf("agent run of %q succeeded without handing over its answer", folder)
 	}
 	return err
 }
 
-// GiveUp tells the chat that its messages could not be answered.
-func (r *Router) GiveUp(ctx context.Context, folder string, runErr error) {
+// giveUp tells the chat that its messages could not be answered, and the
+// owner which group failed and why, in the host's words (see failure).
+func (r *Router) giveUp(ctx context.Context, folder string, runErr error) {
 	g, ok, err := r.cfg.Store.GroupByFolder(ctx, folder)
 	if err != nil || !ok {
 		return
 	}
-	_ = r.audit(ctx, folder, "agent.run", "error", runErr.Error())
-	text := "Sorry, I could not answer: " + runErr.Error()
+	if errors.Is(runErr, runner.ErrBudget) {
+		// Not a failure: the refusal is audited where it was made.
+		r.mu.Lock()
+		seq := r.attempted[folder]
+		delete(r.attempted, folder)
+		r.mu.Unlock()
+		r.overBudget(ctx, g, seq, runErr)
+		return
+	}
+	_ = r.audit(ctx, folder, "agent.run", "error", "failed after retries: "+failure(runErr))
+	text := mainRunNotice(runErr)
 	if !g.IsMain() {
-		// Host details stay with the owner; members get the fact only.
-		text = "Sorry, I could not answer this time. The owner has been told."
-		if errors.Is(runErr, runner.ErrNoSandbox) {
-			text = "Sorry, I cannot run right now: the host has no working sandbox, and I never run without one. The owner has been told."
-		}
+		text = groupRunNotice(runErr)
 		if main, ok, _ := r.cfg.Store.GroupByFolder(ctx, domain.MainFolder); ok {
-			_ = r.reply(ctx, main.ChatID, 0, fmt.Sprintf("The agent of %q failed after retries: %v", folder, runErr))
+			_ = r.reply(ctx, main.ChatID, 0, ownerRunNotice(folder, runErr))
 		}
 	}
 	// The failure notice answers the messages that failed: the cursor moves
@@ -390,7 +540,6 @@ func (r *Router) GiveUp(ctx context.Context, folder string, runErr error) {
 		if _, err := r.cfg.Store.CompleteRun(ctx, folder, seq, outgoing(g.ChatID, 0, text)); err != nil {
 			r.log.Error("tell chat about failure", "group", folder, "err", err)
 		}
-		r.WakeDelivery()
 		return
 	}
 	if err := r.reply(ctx, g.ChatID, 0, text); err != nil {
@@ -398,13 +547,12 @@ func (r *Router) GiveUp(ctx context.Context, folder string, runErr error) {
 	}
 }
 
-// reply puts a host-written message in the outbox and wakes delivery; it
-// goes out like every answer, paced and retried.
+// reply puts a host-written message in the outbox; it goes out like every
+// answer, paced and retried.
 func (r *Router) reply(ctx context.Context, chatID int64, thread int, text string) error {
 	if _, err := r.cfg.Store.Enqueue(ctx, outgoing(chatID, thread, text)); err != nil {
 		return fmt.Errorf("queue message to %d: %w", chatID, err)
 	}
-	r.WakeDelivery()
 	return nil
 }
 
@@ -412,7 +560,7 @@ func (r *Router) reply(ctx context.Context, chatID int64, thread int, text strin
 // mid-answer resends only what was not delivered.
 func outgoing(chatID int64, thread int, text string) []domain.Outgoing {
 	var out []domain.Outgoing
-	for _, c := range markup.Split(strings.TrimSpace(text), markup.MaxMessageLen) {
+	for _, c := range markup.Messages(strings.TrimSpace(text), markup.MaxMessageLen) {
 		out = append(out, domain.Outgoing{ChatID: chatID, ThreadID: thread, Text: c, Created: time.Now()})
 	}
 	return out
@@ -439,21 +587,18 @@ func (r *Router) typing(ctx context.Context, chatID int64, thread int) func() {
 	return func() { cancel(); <-done }
 }
 
-// RecoverPending wakes, after a restart, the groups holding triggered
-// messages after their cursor: only those have work (Pending does nothing for
+// recoverPending wakes, after a restart, the groups holding triggered
+// messages after their cursor: only those have work (pending does nothing for
 // the others), and waking all of them would start one queue worker per
 // registered group (10,000 groups: ~20 MB of goroutines and a slow start).
-func (r *Router) RecoverPending(ctx context.Context) error {
+func (r *Router) recoverPending(ctx context.Context) error {
 	folders, err := r.cfg.Store.FoldersWithUnanswered(ctx)
 	if err != nil {
 		return fmt.Errorf("recover pending groups: %w", err)
 	}
 	for _, f := range folders {
-		if r.cfg.Kick != nil {
-			r.cfg.Kick(f)
-		}
+		r.q.kick(f)
 	}
-	r.WakeDelivery()
 	return nil
 }
 
@@ -465,7 +610,7 @@ func (r *Router) audit(ctx context.Context, group, op, decision, reason string) 
 	return err
 }
 
-func chatTitle(in Inbound) string {
+func chatTitle(in domain.Inbound) string {
 	if in.ChatTitle != "" {
 		return in.ChatTitle
 	}

@@ -2,21 +2,22 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"html"
 	"strconv"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/domain"
-	"github.com/clawpen/clawpen/internal/prompt"
 	"github.com/clawpen/clawpen/internal/runner"
 )
 
 // maxResultExcerpt bounds what a task run's log keeps of its output.
 const maxResultExcerpt = 2000
 
-// RunTask runs one scheduled task as its group, with that group's sandbox and
+// runTask runs one scheduled task as its group, with that group's sandbox and
 // rights, logs the run, and sends the output to the group's chat.
-func (r *Router) RunTask(ctx context.Context, t domain.Task) error {
+func (r *Router) runTask(ctx context.Context, t domain.Task) error {
 	g, ok, err := r.cfg.Store.GroupByFolder(ctx, t.Group)
 	if err != nil {
 		return fmt.Errorf("task %d: look up group %q: %w", t.ID, t.Group, err)
@@ -25,10 +26,10 @@ func (r *Router) RunTask(ctx context.Context, t domain.Task) error {
 	run := domain.TaskRun{TaskID: t.ID, Started: start}
 	var ans runner.Answer
 	if !ok {
-		err = fmt.Errorf("group %q is not registered", t.Group)
+		err = fmt.Errorf("task %d of %q: %w", t.ID, t.Group, errGroupGone)
 	} else {
 		stopTyping := r.typing(ctx, g.ChatID, 0)
-		ans, err = r.cfg.Agents.Run(ctx, runner.Request{Group: g, Prompt: taskPrompt(t, r.cfg.TZ), ContextMode: t.ContextMode, TaskID: t.ID})
+		ans, err = r.cfg.Agents.Start(ctx, runner.Request{Group: g, Prompt: taskPrompt(t, r.cfg.TZ), ContextMode: t.ContextMode, TaskID: t.ID}).Wait()
 		stopTyping()
 	}
 	if ctx.Err() != nil {
@@ -36,7 +37,8 @@ func (r *Router) RunTask(ctx context.Context, t domain.Task) error {
 	}
 	run.Duration = time.Since(start)
 	if err != nil {
-		run.Status, run.Error = "error", err.Error()
+		// The log keeps the host's words only: /tasks shows it to the owner.
+		run.Status, run.Error = "error", failure(err)
 	} else {
 		run.Status, run.Result = "ok", excerpt(ans.Text)
 	}
@@ -48,10 +50,14 @@ func (r *Router) RunTask(ctx context.Context, t domain.Task) error {
 			r.log.Error("complete one-off task", "task", t.ID, "err", serr)
 		}
 	}
+	if errors.Is(err, runner.ErrBudget) {
+		r.overBudget(ctx, g, 0, err) // told once a day, like the group's messages
+		return nil
+	}
 	if err != nil {
 		r.log.Warn("task failed", "task", t.ID, "group", t.Group, "err", err)
 		if main, ok, _ := r.cfg.Store.GroupByFolder(ctx, domain.MainFolder); ok {
-			_ = r.reply(ctx, main.ChatID, 0, fmt.Sprintf("Task #%d of %s failed: %v", t.ID, t.Group, err))
+			_ = r.reply(ctx, main.ChatID, 0, ownerTaskNotice(t, err))
 		}
 		return nil
 	}
@@ -64,8 +70,8 @@ func (r *Router) RunTask(ctx context.Context, t domain.Task) error {
 // taskPrompt presents a task to the agent. The prompt was written by the
 // group (untrusted outside main), so it is escaped like any message.
 func taskPrompt(t domain.Task, loc *time.Location) string {
-	return `<scheduled_task id="` + strconv.FormatInt(t.ID, 10) + `" schedule="` + prompt.Escape(t.ScheduleType+" "+t.ScheduleValue) +
-		`" time="` + time.Now().In(loc).Format(time.RFC3339) + `">` + prompt.Escape(t.Prompt) + "</scheduled_task>"
+	return `<scheduled_task id="` + strconv.FormatInt(t.ID, 10) + `" schedule="` + html.EscapeString(t.ScheduleType+" "+t.ScheduleValue) +
+		`" time="` + time.Now().In(loc).Format(time.RFC3339) + `">` + html.EscapeString(t.Prompt) + "</scheduled_task>"
 }
 
 func excerpt(s string) string {

@@ -30,24 +30,21 @@ func TestEarlyResult(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var got []string
-			e := newEarlyResult(context.Background(), func(_ context.Context, text string) error {
-				got = append(got, text)
-				return nil
-			})
+			iv := NewInvocation()
+			e := &earlyResult{inv: iv}
 			for _, w := range c.writes {
 				n, err := e.Write([]byte(w))
 				require.NoError(t, err)
 				require.Equal(t, len(w), n)
 			}
-			text, handled, err := e.wait()
-			require.NoError(t, err)
-			assert.Equal(t, c.fires, handled)
+			text, handed := e.answer()
+			assert.Equal(t, c.fires, handed)
+			iv.Finish(Answer{}, errors.New("ended"))
+			got, answered := <-iv.Answer()
+			assert.Equal(t, c.fires, answered, "the invocation has the answer exactly when the output gave it")
 			if c.fires {
 				assert.Equal(t, c.want, text)
-				assert.Equal(t, []string{c.want}, got)
-			} else {
-				assert.Empty(t, got)
+				assert.Equal(t, c.want, got)
 			}
 		})
 	}
@@ -81,32 +78,53 @@ func testRunner(t *testing.T, sb Sandbox) *Runner {
 
 // The answer is handed over while the sandbox is still running, and a bad
 // end after that does not undo it.
-func TestOnResultBeforeSandboxEnds(t *testing.T) {
+func TestAnswerBeforeSandboxEnds(t *testing.T) {
 	for _, exit := range []int{0, 137} {
 		sb := lingering{release: make(chan struct{}), exit: exit}
 		r := testRunner(t, sb)
-		var got string
-		ans, err := r.Run(context.Background(), Request{Group: domain.Group{Folder: "team", ChatID: -5},
-			OnResult: func(_ context.Context, text string) error {
-				got = text
-				close(sb.release) // only now may the sandbox end
-				return nil
-			}})
-		require.NoError(t, err, "exit %d", exit)
+		run := r.Start(context.Background(), Request{Group: domain.Group{Folder: "team", ChatID: -5}})
+		got, ok := <-run.Answer()
+		require.True(t, ok, "exit %d: an answer", exit)
 		assert.Equal(t, "early", got)
+		close(sb.release) // only now may the sandbox end
+		ans, err := run.Wait()
+		require.NoError(t, err, "exit %d", exit)
 		assert.Equal(t, "early", ans.Text)
 	}
 }
 
-// A failure to record the answer fails the run.
-func TestOnResultErrorFailsRun(t *testing.T) {
-	sb := lingering{release: make(chan struct{})}
-	r := testRunner(t, sb)
-	_, err := r.Run(context.Background(), Request{Group: domain.Group{Folder: "team", ChatID: -5},
-		OnResult: func(context.Context, string) error {
-			close(sb.release)
-			return errors.New("disk full")
-		}})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "disk full")
+// A run that ends without an answer closes Answer, and Wait says why.
+func TestNoAnswerClosesAnswer(t *testing.T) {
+	r := testRunner(t, planter{})
+	run := r.Start(context.Background(), Request{Group: domain.Group{Folder: "team", ChatID: -5}})
+	_, ok := <-run.Answer()
+	assert.False(t, ok)
+	_, err := run.Wait()
+	assert.ErrorIs(t, err, ErrAgent)
+}
+
+// Progress lines reach the callback in order, up to the result and not
+// past a malformed line.
+func TestEarlyResultProgress(t *testing.T) {
+	cases := []struct {
+		name   string
+		output string
+		want   []string
+	}{
+		{"before the result", `{"type":"ready"}` + "\n" + `{"type":"progress","text":"He"}` + "\n" + `{"type":"progress","text":"Hello"}` + "\n" +
+			`{"type":"result","text":"Hello!"}` + "\n" + `{"type":"progress","text":"late"}` + "\n", []string{"He", "Hello"}},
+		{"not past garbage", `{"type":"progress","text":"a"}` + "\nnot json\n" + `{"type":"progress","text":"b"}` + "\n", []string{"a"}},
+		{"a line split across writes", `{"type":"progress","text":"whole"}` + "\n", []string{"whole"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			e := &earlyResult{inv: NewInvocation(), progress: func(text string) { got = append(got, text) }}
+			for i := 0; i < len(c.output); i += 7 { // in small writes, as a pipe may give them
+				_, err := e.Write([]byte(c.output[i:min(i+7, len(c.output))]))
+				require.NoError(t, err)
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
 }

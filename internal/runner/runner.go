@@ -20,15 +20,33 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/job"
+	"github.com/clawpen/clawpen/internal/mounts"
+	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
 // ErrNoSandbox marks a run refused because no sandbox backend works on this
 // host: nothing ran, and retrying will not help until the operator acts.
 var ErrNoSandbox = errors.New("no sandbox available")
+
+// Why an agent run failed, for notices in the host's own words (errors.Is
+// and errors.As on Run's error find them). The error's full text may quote
+// the agent (its error event, its stderr): it is for the host's log only.
+var (
+	ErrTimedOut    = errors.New("time limit exceeded")
+	ErrOutputLimit = errors.New("output limit exceeded")
+	ErrAgent       = errors.New("agent error") // an error event, malformed output, no result
+)
+
+// ExitError is an agent that exited with a non-zero code.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exited with code %d", e.Code) }
 
 // Sandbox is a backend that runs one invocation in isolation (bwrap, Docker).
 type Sandbox interface {
@@ -38,6 +56,8 @@ type Sandbox interface {
 
 // Config holds what every invocation shares.
 type Config struct {
+	// GroupsDir and DataDir are resolved (config.FromEnv): every path the
+	// runner opens below them is refused if a symlink appears in it.
 	GroupsDir     string
 	DataDir       string
 	RunAsUID      int // owner of what the sandbox writes; -1 = the host's own
@@ -47,10 +67,30 @@ type Config struct {
 	Model         string
 	Env           map[string]string // allowlisted, non-secret
 	Limits        sandbox.Limits
-	Upstreams     hostsock.Config // provider URLs and keys; IPC set per call
-	// Mounts validates a group's extra mounts right before each invocation
-	// and returns what may be bound; nil means none.
-	Mounts func(ctx context.Context, g domain.Group) []sandbox.Mount
+	Upstreams     hostsock.Config // provider URLs and keys; the rest is set per run
+	// Ops answers the agents' requests to the host (/ipc/<op> on their
+	// sockets); nil answers none.
+	Ops *ops.Service
+	// Profile resolves a group's sandbox profile by name, right before each
+	// invocation (the file is read at each run); nil gives every group the
+	// built-in default. An error refuses the run (ErrProfile).
+	Profile func(name string) (domain.Profile, error)
+	// Mounts validates a group's extra mounts right before each invocation;
+	// nil grants none.
+	Mounts *mounts.Policy
+	// Audit records what the host refused a run: extra mounts, and the
+	// model proxy's refusals.
+	Audit func(ctx context.Context, e domain.AuditEntry) error
+	// Usage keeps the groups' token use: the model proxy records it, and a
+	// profile's daily budget is checked against it before every run (and
+	// by the proxy before every model call). Now and TZ place it in days
+	// (default time.Now, time.Local).
+	Usage hostsock.UsageBook
+	Now   func() time.Time
+	TZ    *time.Location
+	// Warm keeps sandboxes started ahead of their jobs (warm.go); a zero
+	// Size turns it off.
+	Warm   WarmConfig
 	Logger *slog.Logger
 }
 
@@ -59,32 +99,25 @@ type Runner struct {
 	cfg     Config
 	sandbox Sandbox
 
-	ipc hostsock.IPCFunc // answers /ipc/* for every invocation
+	warm *warmPool // nil: off
 
-	mu      sync.Mutex
-	running map[string]time.Time // invocation id -> start, for /status
+	mu     sync.Mutex
+	active map[string]int  // folder -> runs in progress (see Forget)
+	forget map[string]bool // folders to forget again when their runs end
 }
-
-// SetIPC sets the handler of the agents' host operations. Call before the first Run.
-func (r *Runner) SetIPC(f hostsock.IPCFunc) { r.ipc = f }
 
 // New returns a Runner for the given backend.
 func New(cfg Config, sb Sandbox) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg, sandbox: sb, running: map[string]time.Time{}}
+	r := &Runner{cfg: cfg, sandbox: sb, active: map[string]int{}, forget: map[string]bool{}}
+	r.warm = newWarmPool(r, cfg.Warm)
+	return r
 }
 
 // Backend names the sandbox backend in use.
 func (r *Runner) Backend() string { return r.sandbox.Name() }
-
-// Running reports how many sandboxes are running now.
-func (r *Runner) Running() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.running)
-}
 
 // Request is one invocation for a group.
 type Request struct {
@@ -92,134 +125,242 @@ type Request struct {
 	Prompt      string
 	ContextMode string // group or isolated
 	TaskID      int64
-	// OnResult, when set, takes the agent's answer as soon as its result
-	// line arrives (every line before it well formed), while the sandbox is
-	// still ending: the answer need not wait for the teardown. Once it
-	// returned nil, Run reports success whatever the sandbox does next (the
-	// answer is recorded); an error from it fails the run.
-	OnResult func(ctx context.Context, text string) error
+	// Progress, when set, is told the answer so far each time the agent
+	// writes it (a progress line before its result). It is called while the
+	// agent's output is read, so it must not block.
+	Progress func(text string)
+	// Command, for Exec, runs instead of the agent in the same sandbox,
+	// connected to Stdio; no job is given.
+	Command []string
+	Stdio   *sandbox.Stdio
 }
 
 // Answer is the agent's final text (internal parts already removed by the agent).
 type Answer struct {
 	Text     string
 	Duration time.Duration
+	ExitCode int // Exec only: the command's exit code (128+signal when killed)
+}
+
+// Exec runs req.Command in the group's sandbox exactly as the group's agent
+// would run (view, profile, limits, budget, host socket with its tools) and
+// returns once the sandbox is gone. A command that ran has its exit code in
+// the answer, also when the error says it was stopped (time or output limit).
+func (r *Runner) Exec(ctx context.Context, req Request) (Answer, error) {
+	if len(req.Command) == 0 || req.Stdio == nil {
+		return Answer{}, errors.New("exec needs a command and its stdio")
+	}
+	return r.run(ctx, req, NewInvocation())
 }
 
 // SocketsDir is where per-invocation sockets live under the data dir.
 func SocketsDir(dataDir string) string { return filepath.Join(dataDir, "sockets") }
 
+// socketPath is invocation inv's host socket.
+func socketPath(dataDir, inv string) string {
+	return filepath.Join(SocketsDir(dataDir), inv, "host.sock")
+}
+
+// CheckSocket makes a host socket as a run does, owned by uid:gid (-1: the
+// host's own), and removes it: doctor learns whether this data dir can
+// hold one.
+func CheckSocket(dataDir string, uid, gid int) error {
+	inv, err := invocationID()
+	if err != nil {
+		return err
+	}
+	path := socketPath(dataDir, "check-"+inv)
+	defer os.RemoveAll(filepath.Dir(path))
+	srv, err := hostsock.Listen(path, uid, gid, domain.Caller{Group: "check", Run: inv}, hostsock.Config{})
+	if err != nil {
+		return err
+	}
+	return srv.Close()
+}
+
+// bridgeTools are the host bridge tools c may call under prof, for its job.
+func (r *Runner) bridgeTools(c domain.Caller, prof domain.Profile) []domain.JobTool {
+	if r.cfg.Ops == nil {
+		return nil
+	}
+	return r.cfg.Ops.ToolsFor(c, prof)
+}
+
 // SessionDir is the group's agent home on the host.
 func SessionDir(dataDir, folder string) string { return filepath.Join(dataDir, "sessions", folder) }
 
-// Run executes one invocation and returns the agent's answer.
-func (r *Runner) Run(ctx context.Context, req Request) (Answer, error) {
+// Start begins one invocation and returns it at once; the run goes on until
+// its sandbox is gone. Its answer arrives on Answer as soon as the agent's
+// result line does, while the sandbox is still ending: the answer need not
+// wait for the teardown.
+func (r *Runner) Start(ctx context.Context, req Request) *Invocation {
+	iv := NewInvocation()
+	go func() { iv.Finish(r.run(ctx, req, iv)) }()
+	return iv
+}
+
+// run executes one invocation, hands its answer to iv and returns it.
+func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, error) {
 	folder := req.Group.Folder
-	inv, err := invocationID()
+	groupDir := filepath.Join(r.cfg.GroupsDir, folder)
+	sessionDir := SessionDir(r.cfg.DataDir, folder)
+	if err := r.ensureDirs(ctx, req.Group); err != nil {
+		return Answer{}, err
+	}
+
+	v, err := r.viewOf(ctx, req.Group, true)
 	if err != nil {
 		return Answer{}, err
 	}
-	groupDir := filepath.Join(r.cfg.GroupsDir, folder)
-	globalDir := filepath.Join(r.cfg.GroupsDir, domain.GlobalFolder)
-	sessionDir := SessionDir(r.cfg.DataDir, folder)
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{groupDir, 0o755}, {globalDir, 0o755}, {sessionDir, 0o700}} {
-		if err := r.ensureDir(d.path, d.mode); err != nil {
+	if err := r.checkBudget(ctx, req.Group, v.prof); err != nil {
+		return Answer{}, fmt.Errorf("run for %q: %w", folder, err)
+	}
+	if _, err := checkDisk(v.limits.DiskBytes, groupDir, sessionDir); err != nil {
+		return Answer{}, fmt.Errorf("run for %q: %w", folder, err)
+	}
+
+	// A warm sandbox made in this very view takes the job; a cold one is
+	// started for it otherwise. `clawpen run` is always cold.
+	var sr *sandboxRun
+	warm := false
+	if req.Command == nil {
+		sr = r.warm.take(folder, v.key)
+	}
+	if sr != nil {
+		warm = true
+		// The request's end (a cancelled run, the host stopping) ends the
+		// sandbox, which the warm pool started under its own context.
+		defer context.AfterFunc(ctx, func() { sr.stop(context.Cause(ctx)) })()
+	} else if sr, err = r.launch(ctx, v, req.Command, req.Stdio); err != nil {
+		return Answer{}, err
+	}
+	defer sr.close()
+	if req.Command == nil {
+		// The pool's next sandbox for this group starts once this one is
+		// gone (after its teardown and strip, below).
+		defer r.warm.ran(req.Group)
+	}
+	limits, inv := v.limits, sr.inv
+
+	var stdin []byte
+	if req.Command == nil {
+		stdin, err = r.job(req, inv, v.prof)
+		if err != nil {
+			sr.stop(err)
+			<-sr.done
 			return Answer{}, err
 		}
 	}
 
-	sockDir := filepath.Join(SocketsDir(r.cfg.DataDir), inv)
-	hcfg := r.cfg.Upstreams
-	hcfg.IPC = r.ipc
-	hcfg.Logger = r.cfg.Logger
-	srv, err := hostsock.Listen(filepath.Join(sockDir, "host.sock"), r.cfg.RunAsUID, r.cfg.RunAsGID,
-		hostsock.Identity{Group: folder, ChatID: req.Group.ChatID, IsMain: req.Group.IsMain(), InvocationID: inv}, hcfg)
-	if err != nil {
-		return Answer{}, fmt.Errorf("open host socket for %q: %w", folder, err)
-	}
-	defer func() {
-		_ = srv.Close()
-		_ = os.RemoveAll(sockDir)
-	}()
-
-	mode := req.ContextMode
-	if mode == "" {
-		mode = domain.ContextGroup
-	}
-	stdin, err := json.Marshal(job.Job{
-		Version: job.Version, Group: folder, ChatID: req.Group.ChatID, IsMain: req.Group.IsMain(),
-		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.cfg.Model,
-		ContextMode: mode, Prompt: req.Prompt, TaskID: req.TaskID,
-	})
-	if err != nil {
-		return Answer{}, fmt.Errorf("encode job: %w", err)
-	}
-
-	var extra []sandbox.Mount
-	if r.cfg.Mounts != nil {
-		extra = r.cfg.Mounts(ctx, req.Group)
-	}
-	var out bytes.Buffer
-	var stdout io.Writer = &out
-	early := newEarlyResult(ctx, req.OnResult)
-	if early != nil {
-		stdout = io.MultiWriter(&out, early)
-	}
-	spec := sandbox.Spec{
-		InvocationID: inv, Group: folder, IsMain: req.Group.IsMain(),
-		GroupDir: groupDir, GlobalDir: globalDir, GlobalWritable: req.Group.IsMain(),
-		SessionDir: sessionDir, SocketPath: srv.Path(), Extra: extra,
-		Env: r.cfg.Env, Stdin: stdin, Stdout: stdout, Limits: r.cfg.Limits,
-	}
-
 	r.mu.Lock()
-	r.running[inv] = time.Now()
+	r.active[folder]++
 	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, inv)
-		r.mu.Unlock()
-	}()
+	defer r.runEnded(folder) // the sandbox is gone
 
 	log := r.cfg.Logger.With("group", folder, "invocation", inv, "backend", r.sandbox.Name())
-	log.Info("sandbox start")
-	res, err := r.sandbox.Run(ctx, spec)
-	if early != nil {
-		if text, handled, herr := early.wait(); handled {
-			if herr != nil {
-				return Answer{}, fmt.Errorf("record the answer of %q: %w", folder, herr)
-			}
-			if err != nil || res.ExitCode != 0 || res.TimedOut || res.OutputTruncated {
-				log.Warn("sandbox ended badly after its answer was recorded", "err", err, "exit", res.ExitCode,
-					"timed_out", res.TimedOut, "truncated", res.OutputTruncated, "stderr", lastLine(res.Stderr))
-			}
-			return Answer{Text: text, Duration: res.Duration}, nil
+	log.Info("sandbox start", "warm", warm)
+	// The disk watcher stops the sandbox through its context's cause, which
+	// tells a quota stop from a timeout or a host shutdown.
+	watchCtx, stopWatch := context.WithCancel(sr.ctx)
+	peak := make(chan diskUsage, 1)
+	go func() {
+		peak <- watchDisk(watchCtx, limits.DiskBytes, func(err error) {
+			log.Warn("stopping the sandbox: disk quota", "err", err)
+			sr.stop(err)
+		}, groupDir, sessionDir)
+	}()
+	if req.Command == nil {
+		sr.give(stdin, iv, req.Progress)
+	}
+	<-sr.done
+	res, err := sr.res, sr.err
+	stopWatch()
+	r.stripAfterRun(ctx, sr.spec, log)
+	log.Debug("disk use", "peak", <-peak)
+	if cause := context.Cause(sr.ctx); errors.Is(cause, ErrDiskQuota) {
+		err = cause
+	}
+	if req.Command != nil {
+		return execAnswer(folder, limits, res, err)
+	}
+	if text, ok := sr.early.answer(); ok {
+		if err != nil || res.ExitCode != 0 || res.TimedOut || res.OutputTruncated {
+			log.Warn("sandbox ended badly after its answer was given", "err", err, "exit", res.ExitCode,
+				"timed_out", res.TimedOut, "truncated", res.OutputTruncated, "stderr", lastLine(res.Stderr))
 		}
+		return Answer{Text: text, Duration: res.Duration}, nil
+	}
+	if b, ok := sr.srv.BudgetRefused(); ok {
+		// The agent's call was refused and its run ended without an
+		// answer: that is why, whatever the agent made of it.
+		log.Info("run ended at the daily token budget", "budget", b.Budget, "used", b.Used, "exit", res.ExitCode)
+		return Answer{}, fmt.Errorf("agent for %q: %w", folder, budgetRefusal(b))
 	}
 	if err != nil {
 		return Answer{}, fmt.Errorf("run sandbox for %q: %w", folder, err)
 	}
 	log.Info("sandbox done", "exit", res.ExitCode, "duration", res.Duration, "timed_out", res.TimedOut)
-	text, agentErr := parseOutput(&out)
+	text, agentErr := parseOutput(sr.out.reader())
 	switch {
 	case res.TimedOut:
-		return Answer{}, fmt.Errorf("agent for %q exceeded its time limit of %s", folder, spec.Limits.Timeout)
+		return Answer{}, fmt.Errorf("agent for %q: %w (%s)", folder, ErrTimedOut, limits.Timeout)
 	case res.OutputTruncated:
-		return Answer{}, fmt.Errorf("agent for %q exceeded its output limit of %d bytes", folder, spec.Limits.OutputBytes)
+		return Answer{}, fmt.Errorf("agent for %q: %w (%d bytes)", folder, ErrOutputLimit, limits.OutputBytes)
 	case agentErr != nil:
-		return Answer{}, fmt.Errorf("agent for %q: %w", folder, agentErr)
+		return Answer{}, fmt.Errorf("agent for %q: %w: %w", folder, ErrAgent, agentErr)
 	case res.ExitCode != 0:
-		return Answer{}, fmt.Errorf("agent for %q exited with %d: %s", folder, res.ExitCode, lastLine(res.Stderr))
+		return Answer{}, fmt.Errorf("agent for %q: %w: %s", folder, &ExitError{Code: res.ExitCode}, lastLine(res.Stderr))
 	}
-	if req.OnResult != nil { // a last line without its newline: taken only now
-		if err := req.OnResult(ctx, text); err != nil {
-			return Answer{}, fmt.Errorf("record the answer of %q: %w", folder, err)
+	iv.answered(text) // a last line without its newline: taken only now
+	return Answer{Text: text, Duration: res.Duration}, nil
+}
+
+// job is the agent's job on its stdin.
+func (r *Runner) job(req Request, inv string, prof domain.Profile) ([]byte, error) {
+	mode := req.ContextMode
+	if mode == "" {
+		mode = domain.ContextGroup
+	}
+	b, err := json.Marshal(domain.Job{
+		Version: domain.JobVersion, Group: req.Group.Folder, ChatID: req.Group.ChatID, IsMain: req.Group.IsMain(),
+		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.cfg.Model,
+		ContextMode: mode, Prompt: req.Prompt, TaskID: req.TaskID, Egress: prof.HasNetwork(),
+		Tools: r.bridgeTools(req.Group.Caller(inv), prof),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	return b, nil
+}
+
+// execAnswer is what Exec tells of a command's sandbox run.
+func execAnswer(folder string, lim sandbox.Limits, res sandbox.Result, err error) (Answer, error) {
+	a := Answer{Duration: res.Duration, ExitCode: res.ExitCode}
+	switch {
+	case err != nil:
+		return a, fmt.Errorf("run sandbox for %q: %w", folder, err)
+	case res.TimedOut:
+		return a, fmt.Errorf("command in %q: %w (%s)", folder, ErrTimedOut, lim.Timeout)
+	case res.OutputTruncated:
+		return a, fmt.Errorf("command in %q: %w (%d bytes)", folder, ErrOutputLimit, lim.OutputBytes)
+	}
+	return a, nil
+}
+
+// extraMounts validates g's extra mounts against the allowlist as it is now
+// and returns what may be bound; every refusal is logged and audited.
+func (r *Runner) extraMounts(ctx context.Context, g domain.Group) []sandbox.Mount {
+	if r.cfg.Mounts == nil {
+		return nil
+	}
+	ms, refused := r.cfg.Mounts.Resolve(g)
+	for _, f := range refused {
+		r.cfg.Logger.Warn("extra mount refused", "group", g.Folder, "rule", f.Rule, "path", f.Path, "reason", f.Reason)
+		if r.cfg.Audit != nil {
+			_ = r.cfg.Audit(ctx, domain.AuditEntry{Time: time.Now(), Group: g.Folder, Operation: "mount", Decision: "deny", Reason: f.Reason})
 		}
 	}
-	return Answer{Text: text, Duration: res.Duration}, nil
+	return ms
 }
 
 // parseOutput reads the agent's event lines (see verdict).
@@ -251,13 +392,13 @@ func (v *verdict) line(b []byte) (answered bool) {
 	if len(b) == 0 || v.err != nil {
 		return false
 	}
-	ev, err := job.ParseEvent(b)
+	ev, err := domain.ParseEvent(b)
 	switch {
 	case err != nil:
 		v.err = err
-	case ev.Type == job.EventError:
+	case ev.Type == domain.EventError:
 		v.err = errors.New(ev.Error)
-	case ev.Type == job.EventResult && v.result == nil:
+	case ev.Type == domain.EventResult && v.result == nil:
 		t := ev.Text
 		v.result = &t
 		return true
@@ -275,16 +416,89 @@ func (v *verdict) answer() (string, error) {
 	return *v.result, nil
 }
 
-func (r *Runner) ensureDir(path string, mode os.FileMode) error {
-	if err := os.MkdirAll(path, mode); err != nil {
+// ensureDirs makes the folders g's sandbox binds. The sandbox user owns
+// the group's folders. groups/global is written, and so owned, by main
+// alone: a non-main run sees it read-only and never takes it over.
+func (r *Runner) ensureDirs(ctx context.Context, g domain.Group) error {
+	if err := r.ensureDir(ctx, filepath.Join(r.cfg.GroupsDir, g.Folder), 0o755, true); err != nil {
+		return err
+	}
+	if err := r.ensureDir(ctx, filepath.Join(r.cfg.GroupsDir, domain.GlobalFolder), 0o755, g.IsMain()); err != nil {
+		return err
+	}
+	return r.ensureDir(ctx, SessionDir(r.cfg.DataDir, g.Folder), 0o700, true)
+}
+
+// ensureDir creates path; with own, a root host also gives it to the
+// sandbox user. A folder that is not the sandbox user's yet (new, made by
+// hand, or from before the dedicated user) is handed over whole, once.
+// path is resolved (Config): a symlink anywhere in it now is refused.
+func (r *Runner) ensureDir(ctx context.Context, path string, mode os.FileMode, own bool) error {
+	if err := beneath.MkdirAll(path, uint32(mode.Perm())); err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if r.cfg.RunAsUID >= 0 && os.Geteuid() == 0 {
-		if err := os.Lchown(path, r.cfg.RunAsUID, r.cfg.RunAsGID); err != nil {
-			return fmt.Errorf("hand %s to the sandbox user: %w", path, err)
+	if !own || r.cfg.RunAsUID < 0 || os.Geteuid() != 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := beneath.Lstat(path, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if int(st.Uid) == r.cfg.RunAsUID && int(st.Gid) == r.cfg.RunAsGID {
+		return nil
+	}
+	rep, err := beneath.HandOver(ctx, path, r.cfg.RunAsUID, r.cfg.RunAsGID, beneath.DefaultWalkLimits)
+	if err != nil {
+		return fmt.Errorf("hand %s to the sandbox user: %w", path, err)
+	}
+	r.cfg.Logger.Info("handed a folder to the sandbox user", "path", path, "uid", r.cfg.RunAsUID,
+		"entries", rep.Entries, "changed", rep.Changed, "skipped", rep.Skipped, "cut_short", rep.CutShort)
+	return nil
+}
+
+// stripAfterRun takes setuid, setgid and world-write bits out of every tree
+// the sandbox could write, once it is gone, so nothing it left becomes a
+// privilege on the host. In a writable extra mount (a person's tree) only
+// the sandbox user's entries are touched: nothing else could have been
+// changed by it. Failures are logged; the run's outcome stands.
+func (r *Runner) stripAfterRun(ctx context.Context, spec sandbox.Spec, log *slog.Logger) {
+	ctx = context.WithoutCancel(ctx) // also after a cancelled run
+	sandboxUser := r.cfg.RunAsUID
+	if sandboxUser < 0 {
+		sandboxUser = os.Geteuid()
+	}
+	type tree struct {
+		path  string
+		owner int // -1: every entry
+	}
+	trees := []tree{{spec.GroupDir, -1}, {spec.SessionDir, -1}}
+	if spec.GlobalWritable {
+		trees = append(trees, tree{spec.GlobalDir, -1})
+	}
+	for _, m := range spec.Extra {
+		if !m.ReadOnly {
+			trees = append(trees, tree{m.HostPath, sandboxUser})
+		}
+		for _, w := range m.Writable {
+			trees = append(trees, tree{w, sandboxUser})
 		}
 	}
-	return nil
+	for _, t := range trees {
+		if t.path == "" {
+			continue
+		}
+		rep, err := beneath.Strip(ctx, t.path, t.owner, beneath.DefaultWalkLimits)
+		switch {
+		case err != nil:
+			log.Error("strip setuid, setgid and world-write bits after the run", "tree", t.path, "err", err)
+		case rep.CutShort != "":
+			log.Warn("stripping setuid, setgid and world-write bits was cut short; what was not visited keeps them",
+				"tree", t.path, "reason", rep.CutShort, "entries", rep.Entries, "stripped", rep.Changed)
+		case rep.Changed > 0:
+			log.Warn("the sandbox left setuid, setgid or world-writable entries; stripped", "tree", t.path, "count", rep.Changed)
+		}
+	}
+	log.Debug("after-run strip done")
 }
 
 func invocationID() (string, error) {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,4 +47,14 @@ func TestLastLine(t *testing.T) {
 	assert.Equal(t, "no error output", lastLine("  \n"))
 	assert.Equal(t, "boom", lastLine("a\nb\nboom\n"))
 	assert.Len(t, lastLine(strings.Repeat("x", 1000)), 300)
+}
+
+// doctor's socket check makes a socket as a run does, wherever the data dir
+// is, and leaves nothing behind.
+func TestCheckSocket(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), strings.Repeat("deep-project-dir/", 8), "data")
+	require.NoError(t, CheckSocket(dataDir, -1, -1))
+	left, err := os.ReadDir(SocketsDir(dataDir))
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }

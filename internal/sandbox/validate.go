@@ -27,6 +27,17 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("environment variable %s contains NUL", k)
 		}
 	}
+	for _, a := range s.Command {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("command argument %q contains NUL", a)
+		}
+	}
+	if len(s.Command) > 0 && s.Command[0] == "" {
+		return fmt.Errorf("command has an empty program name")
+	}
+	if s.Stdio != nil && (s.Stdio.In == nil || s.Stdio.Out == nil || s.Stdio.Err == nil) {
+		return fmt.Errorf("stdio needs In, Out and Err")
+	}
 	seen := map[string]bool{}
 	for _, m := range s.Extra {
 		// ":" and "," would split Docker's mount syntax; "/" and the dot names
@@ -77,8 +88,17 @@ func (l Limits) WithDefaults() Limits {
 	if l.Pids <= 0 {
 		l.Pids = d.Pids
 	}
+	if l.CPUs <= 0 {
+		l.CPUs = d.CPUs
+	}
 	if l.TmpBytes <= 0 {
 		l.TmpBytes = d.TmpBytes
+	}
+	if l.ShmBytes <= 0 {
+		l.ShmBytes = d.ShmBytes
+	}
+	if l.DiskBytes <= 0 {
+		l.DiskBytes = d.DiskBytes
 	}
 	return l
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ func TestSpecValidate(t *testing.T) {
 		}, "duplicate"},
 		{"extra no host path", func(s *Spec) { s.Extra = []Mount{{Name: "a"}} }, "absolute host path"},
 		{"extra relative", func(s *Spec) { s.Extra = []Mount{{HostPath: "x", Name: "a"}} }, "absolute host path"},
+		{"command", func(s *Spec) { s.Command = []string{"/bin/sh", "-c", "exit 7"} }, ""},
+		{"command nul", func(s *Spec) { s.Command = []string{"/bin/sh", "a\x00b"} }, "contains NUL"},
+		{"command empty name", func(s *Spec) { s.Command = []string{""} }, "empty program name"},
+		{"stdio without out", func(s *Spec) { s.Stdio = &Stdio{In: strings.NewReader("")} }, "stdio needs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,14 +66,14 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestLimitsWithDefaults(t *testing.T) {
-	set := Limits{Timeout: time.Second, OutputBytes: 1, MemoryBytes: 2, Pids: 3, TmpBytes: 4}
+	set := Limits{Timeout: time.Second, OutputBytes: 1, MemoryBytes: 2, Pids: 3, CPUs: 0.5, TmpBytes: 4, ShmBytes: 5, DiskBytes: 6}
 	tests := []struct {
 		name string
 		in   Limits
 		want Limits
 	}{
 		{"zero", Limits{}, DefaultLimits},
-		{"negative", Limits{Timeout: -1, OutputBytes: -1, MemoryBytes: -1, Pids: -1, TmpBytes: -1}, DefaultLimits},
+		{"negative", Limits{Timeout: -1, OutputBytes: -1, MemoryBytes: -1, Pids: -1, CPUs: -1, TmpBytes: -1, ShmBytes: -1, DiskBytes: -1}, DefaultLimits},
 		{"all set", set, set},
 		{"some set", Limits{Pids: 7}, func() Limits { l := DefaultLimits; l.Pids = 7; return l }()},
 	}

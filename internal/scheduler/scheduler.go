@@ -1,7 +1,7 @@
-// Package scheduler runs the loop that hands due scheduled tasks to the rest
-// of the host. Due times live in the store (tasks.next_run); the loop keeps
-// one timer set to the earliest of them instead of polling, and Wake makes it
-// look again after a task was created or changed.
+// Package scheduler runs the loop that hands due scheduled tasks to the
+// router, which runs them in their group's queue. Due times live in the store
+// (tasks.next_run); the loop keeps one timer set to the earliest of them
+// instead of polling, and looks again when told that tasks changed.
 //
 // A task's next run is persisted before the task is dispatched, so a crash
 // during the run never makes the task run again in a loop; a missed run is
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/clawpen/clawpen/internal/domain"
-	"github.com/clawpen/clawpen/internal/schedule"
+	"github.com/clawpen/clawpen/internal/retry"
 	"github.com/clawpen/clawpen/internal/store"
 )
 
@@ -43,20 +43,24 @@ type Config struct {
 	// MinInterval is the shortest accepted interval. A stored task whose
 	// interval falls below it (the limit was raised) is paused.
 	MinInterval time.Duration
-	// Dispatch hands a due task on (to the group queue, which runs it and
-	// logs the TaskRun). It is called from the loop and should return
-	// quickly. The task carries its new NextRun (zero for a "once" task,
-	// which the runner marks completed) and LastRun = the dispatch time.
+	// Dispatch hands a due task on (the router's Schedule: the group's
+	// queue runs it and logs the TaskRun). It is called from the loop and
+	// should return quickly. The task carries its new NextRun (zero for a
+	// "once" task, which is marked completed after its run) and LastRun =
+	// the dispatch time.
 	Dispatch func(ctx context.Context, t domain.Task)
-	Logger   *slog.Logger
+	// Changed receives a value when tasks were created or changed
+	// (ops.Service.TasksChanged): the loop re-reads the next due time.
+	// nil: only the loop's own timer.
+	Changed <-chan struct{}
+	Logger  *slog.Logger
 	// Now is the wall clock, time.Now if nil; tests inject their own.
 	Now func() time.Time
 }
 
 // Scheduler is the due-task loop. Create it with New; Run it once.
 type Scheduler struct {
-	cfg  Config
-	wake chan struct{}
+	cfg Config
 	// sleeping, if set, is told each wait before the loop sleeps; tests
 	// use it to know the loop is idle and what it waits for.
 	sleeping func(wait time.Duration, timed bool)
@@ -73,16 +77,7 @@ func New(cfg Config) *Scheduler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Scheduler{cfg: cfg, wake: make(chan struct{}, 1)}
-}
-
-// Wake makes the loop re-read the store and reset its timer. Call it after
-// a task was created, resumed or rescheduled. It never blocks.
-func (s *Scheduler) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default: // a wake is already pending; one is enough
-	}
+	return &Scheduler{cfg: cfg}
 }
 
 // Run dispatches due tasks until ctx is done, then returns nil. Store
@@ -92,18 +87,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.cfg.Store == nil || s.cfg.Dispatch == nil {
 		return errors.New("scheduler: Store and Dispatch are required")
 	}
-	var backoff time.Duration
+	backoff := retry.Backoff{First: retryMin, Max: retryMax}
 	for {
 		wait, timed, err := s.step(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			backoff = min(max(2*backoff, retryMin), retryMax)
-			s.cfg.Logger.Error("scheduler: store error, retrying", "err", err, "retry_in", backoff)
-			wait, timed = backoff, true
+			wait, timed = backoff.Next(), true
+			s.cfg.Logger.Error("scheduler: store error, retrying", "err", err, "retry_in", wait)
 		} else {
-			backoff = 0
+			backoff.Reset()
 		}
 		if !s.sleep(ctx, wait, timed) {
 			return nil
@@ -132,7 +126,8 @@ func (s *Scheduler) step(ctx context.Context) (wait time.Duration, timed bool, e
 	return min(max(wait, 0), maxSleep), true, nil
 }
 
-// sleep waits for the timer (if timed), a Wake or ctx; false means ctx is done.
+// sleep waits for the timer (if timed), a change of tasks or ctx; false
+// means ctx is done.
 func (s *Scheduler) sleep(ctx context.Context, wait time.Duration, timed bool) bool {
 	if s.sleeping != nil {
 		s.sleeping(wait, timed)
@@ -146,7 +141,7 @@ func (s *Scheduler) sleep(ctx context.Context, wait time.Duration, timed bool) b
 	select {
 	case <-ctx.Done():
 		return false
-	case <-s.wake:
+	case <-s.cfg.Changed:
 	case <-fire:
 	}
 	return true
@@ -182,7 +177,7 @@ func (s *Scheduler) runDue(ctx context.Context, now time.Time) (int, error) {
 // and reports whether t should be dispatched. A schedule that no longer
 // parses pauses the task: failing closed beats retrying it forever.
 func (s *Scheduler) advance(ctx context.Context, t *domain.Task, now time.Time) (bool, error) {
-	spec, perr := schedule.Parse(t.ScheduleType, t.ScheduleValue, s.cfg.Loc, s.cfg.MinInterval)
+	spec, perr := ParseSchedule(t.ScheduleType, t.ScheduleValue, s.cfg.Loc, s.cfg.MinInterval)
 	if perr != nil {
 		if err := s.cfg.Store.SetTaskStatus(ctx, t.ID, domain.TaskPaused); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, fmt.Errorf("scheduler: pause task %d: %w", t.ID, err)

@@ -33,6 +33,7 @@ type harness struct {
 	st         *store.Store
 	s          *Scheduler
 	dispatched chan domain.Task
+	changed    chan struct{} // tasks changed
 	sleeps     chan pause
 	cancel     context.CancelFunc
 	done       chan error
@@ -50,6 +51,7 @@ func newHarness(t *testing.T, st *store.Store, mutate func(*Config)) *harness {
 	t.Helper()
 	h := &harness{
 		st:         st,
+		changed:    make(chan struct{}, 1),
 		dispatched: make(chan domain.Task, 64),
 		sleeps:     make(chan pause, 64),
 		done:       make(chan error, 1),
@@ -59,6 +61,7 @@ func newHarness(t *testing.T, st *store.Store, mutate func(*Config)) *harness {
 		Loc:         time.UTC,
 		MinInterval: time.Minute,
 		Dispatch:    func(_ context.Context, t domain.Task) { h.dispatched <- t },
+		Changed:     h.changed,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if mutate != nil {
@@ -209,7 +212,7 @@ func TestWakePicksUpSoonerTask(t *testing.T) {
 	require.Equal(t, maxSleep, p.wait, "the loop waits for the hour-away task, capped")
 
 	soon := createTask(t, st, domain.ScheduleOnce, "2026-01-01T00:00:00Z", ms(time.Now().Add(50*time.Millisecond)))
-	h.s.Wake()
+	h.changed <- struct{}{}
 	p = h.nextSleep(t)
 	require.True(t, p.timed)
 	assert.Less(t, p.wait, maxSleep, "after Wake the timer follows the sooner task")
@@ -305,7 +308,7 @@ func TestStoreErrorBacksOff(t *testing.T) {
 	require.NoError(t, st.Close())
 	h := newHarness(t, st, nil)
 	assert.Equal(t, pause{retryMin, true}, h.nextSleep(t))
-	h.s.Wake()
+	h.changed <- struct{}{}
 	assert.Equal(t, pause{2 * retryMin, true}, h.nextSleep(t))
 }
 

@@ -17,8 +17,8 @@ func (s *Store) Audit(ctx context.Context, e domain.AuditEntry) error {
 		return fmt.Errorf("audit: operation and decision are required (got %q, %q)", e.Operation, e.Decision)
 	}
 	if _, err := s.w.ExecContext(ctx, `
-		INSERT INTO audit_log (time, group_folder, operation, decision, reason) VALUES (?, ?, ?, ?, ?)`,
-		millis(e.Time), e.Group, e.Operation, e.Decision, e.Reason); err != nil {
+		INSERT INTO audit_log (time, group_folder, operation, target, decision, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+		millis(e.Time), e.Group, e.Operation, e.Target, e.Decision, e.Reason); err != nil {
 		return fmt.Errorf("audit %s %s: %w", e.Operation, e.Decision, err)
 	}
 	return nil
@@ -26,23 +26,5 @@ func (s *Store) Audit(ctx context.Context, e domain.AuditEntry) error {
 
 // AuditLog returns up to limit entries, newest first (limit <= 0: all).
 func (s *Store) AuditLog(ctx context.Context, limit int) ([]domain.AuditEntry, error) {
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT id, time, group_folder, operation, decision, reason
-		FROM audit_log ORDER BY id DESC LIMIT ?`, limitArg(limit))
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []domain.AuditEntry
-	for rows.Next() {
-		var e domain.AuditEntry
-		if err := rows.Scan(&e.ID, timeCol{&e.Time}, &e.Group, &e.Operation, &e.Decision, &e.Reason); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	return out, nil
+	return s.AuditQuery(ctx, AuditFilter{Limit: limit})
 }

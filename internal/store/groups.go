@@ -72,6 +72,23 @@ func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
 	})
 }
 
+// SetGroupProfile sets the sandbox profile of the group registered under
+// folder ("" for the built-in default); ErrNotFound when there is none.
+func (s *Store) SetGroupProfile(ctx context.Context, folder, profile string) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE "groups" SET profile = ? WHERE folder = ?`, profile, folder)
+	if err != nil {
+		return fmt.Errorf("set profile of group %q: %w", folder, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("set profile of group %q: %w", folder, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("set profile of group %q: %w", folder, ErrNotFound)
+	}
+	return nil
+}
+
 // DeleteGroup removes the group registered under folder and reports whether
 // there was one. Its messages, cursor, session and tasks are left alone.
 func (s *Store) DeleteGroup(ctx context.Context, folder string) (bool, error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -64,10 +63,10 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 		return 0, false, errors.New("add message: zero chat id")
 	}
 	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, from_bot, triggered)
+		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (chat_id, message_id) DO NOTHING`,
-		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.FromBot), boolInt(m.Triggered))
+		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.Triggered), attachmentCol{&m.Attachment})
 	if err != nil {
 		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
 	}
@@ -95,7 +94,7 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 // ascending by seq. limit <= 0 means no limit.
 func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64, limit int) ([]domain.Message, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, from_bot, triggered
+		SELECT seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment
 		FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		chatID, afterSeq, limitArg(limit))
 	if err != nil {
@@ -106,7 +105,7 @@ func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64,
 	for rows.Next() {
 		var m domain.Message
 		if err := rows.Scan(&m.Seq, &m.ChatID, &m.MessageID, &m.ThreadID, &m.SenderID,
-			&m.SenderName, &m.Text, timeCol{&m.Time}, &m.FromBot, &m.Triggered); err != nil {
+			&m.SenderName, &m.Text, timeCol{&m.Time}, &m.Triggered, attachmentCol{&m.Attachment}); err != nil {
 			return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
 		}
 		out = append(out, m)
@@ -117,16 +116,6 @@ func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64,
 	return out, nil
 }
 
-// LatestSeq returns the highest seq stored for chatID, 0 if none.
-func (s *Store) LatestSeq(ctx context.Context, chatID int64) (int64, error) {
-	var seq sql.NullInt64
-	if err := s.r.QueryRowContext(ctx,
-		`SELECT MAX(seq) FROM messages WHERE chat_id = ?`, chatID).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("latest seq of chat %d: %w", chatID, err)
-	}
-	return seq.Int64, nil
-}
-
 // CountMessages returns how many messages of chatID are stored.
 func (s *Store) CountMessages(ctx context.Context, chatID int64) (int, error) {
 	var n int
@@ -135,4 +124,23 @@ func (s *Store) CountMessages(ctx context.Context, chatID int64) (int, error) {
 		return 0, fmt.Errorf("count messages of chat %d: %w", chatID, err)
 	}
 	return n, nil
+}
+
+// ClaimCommand records that the command carried by message (chatID,
+// messageID) is being handled and reports whether this is the first time.
+// It commits before the command runs: a crash in between loses the command
+// (its confirmation never arrives, and the owner sends it again) rather than
+// running /schedule or /register twice.
+func (s *Store) ClaimCommand(ctx context.Context, chatID, messageID int64) (first bool, err error) {
+	res, err := s.w.ExecContext(ctx, `
+		INSERT INTO handled_commands (chat_id, message_id, handled_at) VALUES (?, ?, ?)
+		ON CONFLICT (chat_id, message_id) DO NOTHING`, chatID, messageID, millis(time.Now()))
+	if err != nil {
+		return false, fmt.Errorf("claim command %d/%d: %w", chatID, messageID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("claim command %d/%d: %w", chatID, messageID, err)
+	}
+	return n == 1, nil
 }

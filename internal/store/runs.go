@@ -55,6 +55,7 @@ func (s *Store) CompleteRun(ctx context.Context, folder string, cursor int64, ou
 	if err != nil {
 		return nil, fmt.Errorf("complete run of %q: %w", folder, err)
 	}
+	s.outboxQueued(queued)
 	return queued, nil
 }
 
@@ -74,7 +75,22 @@ func (s *Store) Enqueue(ctx context.Context, out []domain.Outgoing) ([]domain.Ou
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
+	s.outboxQueued(queued)
 	return queued, nil
+}
+
+// OutboxQueued receives a value after outbox rows were committed (several
+// commits may make one): delivery listens, and reads the outbox again.
+func (s *Store) OutboxQueued() <-chan struct{} { return s.queued }
+
+func (s *Store) outboxQueued(rows []domain.Outgoing) {
+	if len(rows) == 0 {
+		return
+	}
+	select {
+	case s.queued <- struct{}{}:
+	default: // one pending wake is enough
+	}
 }
 
 func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now time.Time) ([]domain.Outgoing, error) {
@@ -86,8 +102,8 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now ti
 		// Round as stored, so the returned row equals what PendingOutbox reads.
 		o.Created = asStored(o.Created)
 		res, err := tx.ExecContext(ctx,
-			`INSERT INTO outbox (chat_id, thread_id, text, created) VALUES (?, ?, ?, ?)`,
-			o.ChatID, o.ThreadID, o.Text, millis(o.Created))
+			`INSERT INTO outbox (chat_id, thread_id, text, created, kind, file_name) VALUES (?, ?, ?, ?, ?, ?)`,
+			o.ChatID, o.ThreadID, o.Text, millis(o.Created), o.Kind, o.FileName)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: %w", err)
 		}
@@ -101,12 +117,12 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now ti
 
 // PendingOutbox returns every undelivered outgoing message, oldest first.
 func (s *Store) PendingOutbox(ctx context.Context) ([]domain.Outgoing, error) {
-	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox ORDER BY id`)
+	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created, kind, file_name FROM outbox ORDER BY id`)
 }
 
 // PendingOutboxOf is chatID's rows of the outbox, oldest first.
 func (s *Store) PendingOutboxOf(ctx context.Context, chatID int64) ([]domain.Outgoing, error) {
-	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created FROM outbox WHERE chat_id = ? ORDER BY id`, chatID)
+	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created, kind, file_name FROM outbox WHERE chat_id = ? ORDER BY id`, chatID)
 }
 
 func (s *Store) outbox(ctx context.Context, query string, args ...any) ([]domain.Outgoing, error) {
@@ -118,7 +134,7 @@ func (s *Store) outbox(ctx context.Context, query string, args ...any) ([]domain
 	var out []domain.Outgoing
 	for rows.Next() {
 		var o domain.Outgoing
-		if err := rows.Scan(&o.ID, &o.ChatID, &o.ThreadID, &o.Text, timeCol{&o.Created}); err != nil {
+		if err := rows.Scan(&o.ID, &o.ChatID, &o.ThreadID, &o.Text, timeCol{&o.Created}, &o.Kind, &o.FileName); err != nil {
 			return nil, fmt.Errorf("pending outbox: %w", err)
 		}
 		out = append(out, o)
@@ -160,40 +176,6 @@ func (s *Store) SetState(ctx context.Context, key, value string) error {
 		INSERT INTO router_state (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value); err != nil {
 		return fmt.Errorf("set state %q: %w", key, err)
-	}
-	return nil
-}
-
-// Session returns the agent session id of folder.
-func (s *Store) Session(ctx context.Context, folder string) (string, bool, error) {
-	var id string
-	err := s.r.QueryRowContext(ctx, `SELECT session_id FROM sessions WHERE folder = ?`, folder).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("session of %q: %w", folder, err)
-	}
-	return id, true, nil
-}
-
-// SetSession stores folder's agent session id; an empty id forgets it, so
-// the next run starts a fresh session.
-func (s *Store) SetSession(ctx context.Context, folder, sessionID string) error {
-	if folder == "" {
-		return errors.New("set session: empty folder")
-	}
-	var err error
-	if sessionID == "" {
-		_, err = s.w.ExecContext(ctx, `DELETE FROM sessions WHERE folder = ?`, folder)
-	} else {
-		_, err = s.w.ExecContext(ctx, `
-			INSERT INTO sessions (folder, session_id, updated) VALUES (?, ?, ?)
-			ON CONFLICT (folder) DO UPDATE SET session_id = excluded.session_id, updated = excluded.updated`,
-			folder, sessionID, millis(time.Now()))
-	}
-	if err != nil {
-		return fmt.Errorf("set session of %q: %w", folder, err)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package store is clawpen's SQLite persistence: chats, messages, groups,
-// cursors, sessions, tasks, the outbox, router state and the audit log.
+// cursors, tasks, the outbox, handled commands, router state and the audit log.
 //
 // One *sql.DB with a single connection does all writes (SQLite allows one
 // writer anyway; queuing in Go is cheaper than spinning on SQLITE_BUSY), and a
@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 )
 
 // ErrNotFound is returned when a row addressed by id does not exist.
@@ -43,6 +43,9 @@ const readPoolSize = 4
 type Store struct {
 	w *sql.DB // the single writer connection
 	r *sql.DB // query-only read pool
+	// queued receives a value when outbox rows were committed (see
+	// OutboxQueued).
+	queued chan struct{}
 }
 
 // Open opens (creating if needed) the database at path and applies pending
@@ -75,7 +78,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	if err := migrate(ctx, w); err != nil {
+	if err := migrateFresh(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
@@ -98,7 +101,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("open store %s: reader: %w", abs, err)
 	}
-	return &Store{w: w, r: r}, nil
+	return &Store{w: w, r: r, queued: make(chan struct{}, 1)}, nil
 }
 
 // Close closes both pools.
@@ -184,6 +187,24 @@ func loadMigrations() ([]migration, error) {
 // its own immediate transaction that also bumps user_version. The version is
 // re-read inside the transaction, so two processes opening a fresh file at
 // once apply each migration exactly once.
+// migrateFresh is migrate, tried again while SQLite answers "busy" at once:
+// processes opening a new file together race to switch it to WAL, and the
+// loser's first statement may fail without waiting for the busy timeout.
+func migrateFresh(ctx context.Context, db *sql.DB) error {
+	for try := 0; ; try++ {
+		err := migrate(ctx, db)
+		var se sqlite3.Error
+		if err == nil || try == 50 || !errors.As(err, &se) || (se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 func migrate(ctx context.Context, db *sql.DB) error {
 	ms, err := loadMigrations()
 	if err != nil {

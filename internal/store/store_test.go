@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +88,44 @@ func TestOpenConcurrentFreshFile(t *testing.T) {
 		require.NoError(t, errs[i])
 		require.NoError(t, stores[i].Close())
 	}
+}
+
+// A database from before the unused schema was dropped opens with its
+// messages intact and without the sessions table and the from_bot column.
+func TestMigrationDropsUnusedSchema(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations()
+	require.NoError(t, err)
+	drop := slices.IndexFunc(ms, func(m migration) bool { return strings.HasSuffix(m.name, "_drop_unused.sql") })
+	require.Positive(t, drop, "the migration that drops the unused schema")
+
+	path := filepath.Join(t.TempDir(), "clawpen.db")
+	require.NoError(t, prepareFile(path))
+	old, err := sql.Open("sqlite3", dsn(path, nil))
+	require.NoError(t, err)
+	for _, m := range ms[:drop] {
+		require.NoError(t, applyMigration(ctx, old, m))
+	}
+	_, err = old.Exec(`INSERT INTO messages (chat_id, message_id, text, from_bot, triggered) VALUES (-5, 1, 'hi', 1, 1)`)
+	require.NoError(t, err)
+	_, err = old.Exec(`INSERT INTO sessions (folder, session_id) VALUES ('team', 's1')`)
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+
+	s, err := Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	assert.Equal(t, len(ms), userVersion(t, s))
+	msgs, err := s.MessagesAfter(ctx, -5, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "hi", msgs[0].Text)
+	assert.True(t, msgs[0].Triggered)
+	var n int
+	require.NoError(t, s.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'sessions'`).Scan(&n))
+	assert.Zero(t, n, "sessions table")
+	require.NoError(t, s.r.QueryRow(`SELECT count(*) FROM pragma_table_info('messages') WHERE name = 'from_bot'`).Scan(&n))
+	assert.Zero(t, n, "from_bot column")
 }
 
 func TestFileModes(t *testing.T) {
@@ -218,7 +259,7 @@ func TestMessagesAfterAndCursor(t *testing.T) {
 	for i := range 5 {
 		m := domain.Message{
 			ChatID: chat, MessageID: int64(100 + i), ThreadID: i % 2, SenderID: 9, SenderName: "Bob <b>",
-			Text: fmt.Sprintf("m%d", i), Time: base.Add(time.Duration(i) * time.Second), FromBot: i == 4,
+			Text: fmt.Sprintf("m%d", i), Time: base.Add(time.Duration(i) * time.Second),
 		}
 		seq, _, err := s.AddMessage(ctx, m)
 		require.NoError(t, err)
@@ -238,7 +279,6 @@ func TestMessagesAfterAndCursor(t *testing.T) {
 		assert.Equal(t, i%2, m.ThreadID)
 		assert.Equal(t, "Bob <b>", m.SenderName)
 		assert.Equal(t, base.Add(time.Duration(i)*time.Second), m.Time)
-		assert.Equal(t, i == 4, m.FromBot)
 	}
 
 	tests := []struct {
@@ -263,13 +303,6 @@ func TestMessagesAfterAndCursor(t *testing.T) {
 			assert.Equal(t, tc.wantText, texts)
 		})
 	}
-
-	latest, err := s.LatestSeq(ctx, chat)
-	require.NoError(t, err)
-	assert.Equal(t, seqs[4], latest)
-	latest, err = s.LatestSeq(ctx, 12345)
-	require.NoError(t, err)
-	assert.Zero(t, latest)
 
 	n, err := s.CountMessages(ctx, chat)
 	require.NoError(t, err)
@@ -481,7 +514,7 @@ func TestRekeyChat(t *testing.T) {
 		_, _, err := s.AddMessage(ctx, domain.Message{ChatID: oldID, MessageID: int64(i + 1), Text: fmt.Sprint(i)})
 		require.NoError(t, err)
 	}
-	latestOld, err := s.LatestSeq(ctx, oldID)
+	before, err := s.MessagesAfter(ctx, oldID, 0, 0)
 	require.NoError(t, err)
 	out, err := s.CompleteRun(ctx, "family", 2, []domain.Outgoing{{ChatID: oldID, Text: "pending"}})
 	require.NoError(t, err)
@@ -513,9 +546,12 @@ func TestRekeyChat(t *testing.T) {
 	n, err = s.CountMessages(ctx, newID)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
-	latestNew, err := s.LatestSeq(ctx, newID)
+	after, err := s.MessagesAfter(ctx, newID, 0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, latestOld, latestNew, "seqs are kept, so the cursor still applies")
+	require.Len(t, after, len(before))
+	for i := range before {
+		assert.Equal(t, before[i].Seq, after[i].Seq, "seqs are kept, so the cursor still applies")
+	}
 	c, err := s.Cursor(ctx, "family")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), c)
@@ -582,7 +618,7 @@ func TestRekeyChatMergesExistingTarget(t *testing.T) {
 	assert.True(t, inserted)
 }
 
-func TestStateAndSessions(t *testing.T) {
+func TestState(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
 
@@ -602,24 +638,6 @@ func TestStateAndSessions(t *testing.T) {
 	assert.Empty(t, v)
 	require.Error(t, s.SetState(ctx, "", "x"))
 
-	_, ok, err = s.Session(ctx, "team")
-	require.NoError(t, err)
-	assert.False(t, ok)
-	require.NoError(t, s.SetSession(ctx, "team", "s1"))
-	require.NoError(t, s.SetSession(ctx, "team", "s2"))
-	require.NoError(t, s.SetSession(ctx, "main", "m1"))
-	id, ok, err := s.Session(ctx, "team")
-	require.NoError(t, err)
-	assert.True(t, ok)
-	assert.Equal(t, "s2", id)
-	require.NoError(t, s.SetSession(ctx, "team", ""))
-	_, ok, err = s.Session(ctx, "team")
-	require.NoError(t, err)
-	assert.False(t, ok, "an empty id forgets the session")
-	id, _, err = s.Session(ctx, "main")
-	require.NoError(t, err)
-	assert.Equal(t, "m1", id)
-	require.Error(t, s.SetSession(ctx, "", "x"))
 }
 
 func TestTasks(t *testing.T) {
@@ -736,6 +754,51 @@ func TestCreateTaskValidation(t *testing.T) {
 	assert.Equal(t, []domain.Task{created}, all, "only the valid task is stored")
 }
 
+// The cap counts a group's active and paused tasks, holds under concurrent
+// creations, and leaves other groups alone.
+func TestCreateTaskCapped(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	task := func(group string) domain.Task {
+		return domain.Task{Group: group, Prompt: "p", ScheduleType: domain.ScheduleInterval, ScheduleValue: "1h"}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stored := 0
+	for range 20 {
+		wg.Go(func() {
+			_, ok, err := s.CreateTaskCapped(ctx, task("g"), 5)
+			assert.NoError(t, err)
+			if ok {
+				mu.Lock()
+				stored++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 5, stored)
+	live, err := s.ListTasks(ctx, "g")
+	require.NoError(t, err)
+	assert.Len(t, live, 5)
+
+	ts, err := s.ListTasks(ctx, "g")
+	require.NoError(t, err)
+	require.NoError(t, s.SetTaskStatus(ctx, ts[0].ID, domain.TaskPaused))
+	_, ok, err := s.CreateTaskCapped(ctx, task("g"), 5)
+	require.NoError(t, err)
+	assert.False(t, ok, "a paused task still counts")
+	require.NoError(t, s.SetTaskStatus(ctx, ts[1].ID, domain.TaskCancelled))
+	_, ok, err = s.CreateTaskCapped(ctx, task("g"), 5)
+	require.NoError(t, err)
+	assert.True(t, ok, "a cancelled one does not")
+	_, ok, err = s.CreateTaskCapped(ctx, task("other"), 5)
+	require.NoError(t, err)
+	assert.True(t, ok, "another group has its own cap")
+	_, _, err = s.CreateTaskCapped(ctx, domain.Task{Group: "other"}, 5)
+	assert.Error(t, err, "validation as in CreateTask")
+}
+
 func TestTaskRuns(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
@@ -774,7 +837,7 @@ func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, s.Audit(ctx, domain.AuditEntry{Time: at, Group: "team", Operation: "ipc.send_message", Decision: "deny", Reason: "other chat"}))
+	require.NoError(t, s.Audit(ctx, domain.AuditEntry{Time: at, Group: "team", Operation: "ipc.send_message", Target: "chat -100", Decision: "deny", Reason: "other chat"}))
 	require.NoError(t, s.Audit(ctx, domain.AuditEntry{Operation: "sandbox.start", Decision: "allow"}))
 	require.Error(t, s.Audit(ctx, domain.AuditEntry{Decision: "allow"}))
 
@@ -783,7 +846,7 @@ func TestAudit(t *testing.T) {
 	require.Len(t, log, 2)
 	assert.Equal(t, "sandbox.start", log[0].Operation, "newest first")
 	assert.WithinDuration(t, time.Now(), log[0].Time, time.Hour, "time defaults to now")
-	assert.Equal(t, domain.AuditEntry{ID: log[1].ID, Time: at, Group: "team", Operation: "ipc.send_message", Decision: "deny", Reason: "other chat"}, log[1])
+	assert.Equal(t, domain.AuditEntry{ID: log[1].ID, Time: at, Group: "team", Operation: "ipc.send_message", Target: "chat -100", Decision: "deny", Reason: "other chat"}, log[1])
 
 	log, err = s.AuditLog(ctx, 1)
 	require.NoError(t, err)
@@ -928,4 +991,76 @@ func TestFoldersWithUnanswered(t *testing.T) {
 	got, err := s.FoldersWithUnanswered(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"fresh", "waiting"}, got)
+}
+
+func TestClaimCommandOnce(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	first, err := s.ClaimCommand(ctx, 42, 7)
+	require.NoError(t, err)
+	assert.True(t, first)
+	first, err = s.ClaimCommand(ctx, 42, 7)
+	require.NoError(t, err)
+	assert.False(t, first, "the same message again is not a new command")
+	first, err = s.ClaimCommand(ctx, 43, 7)
+	require.NoError(t, err)
+	assert.True(t, first, "message ids are per chat")
+}
+
+// Delivery learns of rows from the store: every commit that queues a row
+// says so (Enqueue, CompleteRun), one that queues nothing does not, and
+// wakes that pile up while nobody listens are one.
+func TestOutboxQueuedSaysWhenRowsWereQueued(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := t.Context()
+	queued := func() bool {
+		select {
+		case <-s.OutboxQueued():
+			return true
+		default:
+			return false
+		}
+	}
+	require.False(t, queued(), "nothing queued yet")
+
+	_, err := s.Enqueue(ctx, []domain.Outgoing{{ChatID: 1, Text: "a"}})
+	require.NoError(t, err)
+	_, err = s.Enqueue(ctx, []domain.Outgoing{{ChatID: 1, Text: "b"}})
+	require.NoError(t, err)
+	assert.True(t, queued(), "Enqueue says so")
+	assert.False(t, queued(), "two commits nobody heard yet are one wake")
+
+	_, err = s.CompleteRun(ctx, "main", 1, nil)
+	require.NoError(t, err)
+	assert.False(t, queued(), "a run that queues nothing wakes nobody")
+	_, err = s.CompleteRun(ctx, "main", 2, []domain.Outgoing{{ChatID: 1, Text: "answer"}})
+	require.NoError(t, err)
+	assert.True(t, queued(), "CompleteRun says so")
+
+	_, err = s.Enqueue(ctx, []domain.Outgoing{{ChatID: 0, Text: "refused"}})
+	require.Error(t, err)
+	assert.False(t, queued(), "nor does a refused one")
+}
+
+func TestSetGroupProfile(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	team := domain.Group{ChatID: -100, Name: "Team", Folder: "team", Trigger: "@Andy", Policy: json.RawMessage(`{"allow":[1]}`)}
+	require.NoError(t, s.PutGroup(ctx, team))
+
+	require.NoError(t, s.SetGroupProfile(ctx, "team", "research"))
+	g, ok, err := s.GroupByFolder(ctx, "team")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "research", g.Profile)
+	assert.Equal(t, "@Andy", g.Trigger, "nothing else changes")
+	assert.JSONEq(t, `{"allow":[1]}`, string(g.Policy))
+
+	require.NoError(t, s.SetGroupProfile(ctx, "team", ""))
+	g, _, err = s.GroupByFolder(ctx, "team")
+	require.NoError(t, err)
+	assert.Equal(t, domain.DefaultProfile, g.ProfileName())
+
+	err = s.SetGroupProfile(ctx, "nobody", "research")
+	assert.ErrorIs(t, err, ErrNotFound)
 }

@@ -34,6 +34,23 @@ func validTaskStatus(s string) bool {
 // "group", Status "active", Created now. The schedule value is stored as
 // given; parsing it and computing NextRun is the scheduler's job.
 func (s *Store) CreateTask(ctx context.Context, t domain.Task) (domain.Task, error) {
+	t, _, err := s.createTask(ctx, t, 0)
+	return t, err
+}
+
+// CreateTaskCapped is CreateTask unless t's group already has max live tasks
+// (active or paused: a paused task can be resumed). ok is false then, and
+// nothing was stored. The count and the insert are one statement, so
+// concurrent calls cannot overshoot the cap.
+func (s *Store) CreateTaskCapped(ctx context.Context, t domain.Task, max int) (_ domain.Task, ok bool, _ error) {
+	if max <= 0 {
+		return domain.Task{}, false, fmt.Errorf("create task for %q: cap %d", t.Group, max)
+	}
+	return s.createTask(ctx, t, max)
+}
+
+// createTask inserts t; max > 0 caps the group's live tasks.
+func (s *Store) createTask(ctx context.Context, t domain.Task, max int) (domain.Task, bool, error) {
 	if t.ContextMode == "" {
 		t.ContextMode = domain.ContextGroup
 	}
@@ -45,29 +62,40 @@ func (s *Store) CreateTask(ctx context.Context, t domain.Task) (domain.Task, err
 	}
 	switch {
 	case t.Group == "":
-		return domain.Task{}, errors.New("create task: empty group")
+		return domain.Task{}, false, errors.New("create task: empty group")
 	case t.Prompt == "":
-		return domain.Task{}, fmt.Errorf("create task for %q: empty prompt", t.Group)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: empty prompt", t.Group)
 	case !validScheduleType(t.ScheduleType):
-		return domain.Task{}, fmt.Errorf("create task for %q: unknown schedule type %q", t.Group, t.ScheduleType)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: unknown schedule type %q", t.Group, t.ScheduleType)
 	case !validContextMode(t.ContextMode):
-		return domain.Task{}, fmt.Errorf("create task for %q: unknown context mode %q", t.Group, t.ContextMode)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: unknown context mode %q", t.Group, t.ContextMode)
 	case !validTaskStatus(t.Status):
-		return domain.Task{}, fmt.Errorf("create task for %q: unknown status %q", t.Group, t.Status)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: unknown status %q", t.Group, t.Status)
 	}
 	t.NextRun, t.LastRun, t.Created = asStored(t.NextRun), asStored(t.LastRun), asStored(t.Created)
-	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO tasks (group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.Group, t.ChatID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
-		nullMillis(t.NextRun), millis(t.LastRun), millis(t.Created))
+	args := []any{t.Group, t.ChatID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
+		nullMillis(t.NextRun), millis(t.LastRun), millis(t.Created)}
+	q := `INSERT INTO tasks (group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if max > 0 {
+		q = `INSERT INTO tasks (group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE (SELECT COUNT(*) FROM tasks WHERE group_folder = ? AND status IN (?, ?)) < ?`
+		args = append(args, t.Group, domain.TaskActive, domain.TaskPaused, max)
+	}
+	res, err := s.w.ExecContext(ctx, q, args...)
 	if err != nil {
-		return domain.Task{}, fmt.Errorf("create task for %q: %w", t.Group, err)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
+	} else if n == 0 {
+		return domain.Task{}, false, nil
 	}
 	if t.ID, err = res.LastInsertId(); err != nil {
-		return domain.Task{}, fmt.Errorf("create task for %q: %w", t.Group, err)
+		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
 	}
-	return t, nil
+	return t, true, nil
 }
 
 const taskColumns = `id, group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created`

@@ -14,14 +14,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 )
-
-// DefaultAPIURL is the public Bot API server.
-const DefaultAPIURL = "https://api.telegram.org"
 
 // DefaultPollTimeout is how long one getUpdates long poll waits on the server.
 const DefaultPollTimeout = 25 * time.Second
@@ -29,10 +27,14 @@ const DefaultPollTimeout = 25 * time.Second
 // requestTimeout bounds every call but getUpdates, whose bound is its poll timeout.
 const requestTimeout = 30 * time.Second
 
+// ErrTokenRefused is New's error when the Bot API does not know the token:
+// 401 for a revoked or mistyped one, 404 for one not shaped like a token.
+var ErrTokenRefused = errors.New("the token is refused by Telegram")
+
 // Config configures a Client.
 type Config struct {
 	Token       string        // bot token (required)
-	APIURL      string        // Bot API base URL; requests go to <APIURL>/bot<token>/<method>; default DefaultAPIURL
+	APIURL      string        // Bot API base URL (required; config has the default); requests go to <APIURL>/bot<token>/<method>
 	HTTPClient  *http.Client  // optional; per-request deadlines come from contexts, so it needs no Timeout
 	Logger      *slog.Logger  // optional; default slog.Default()
 	PollTimeout time.Duration // long-poll wait, whole seconds (rounded up); default 25s
@@ -48,6 +50,7 @@ type Client struct {
 	http        *http.Client
 	log         *slog.Logger
 	pollTimeout time.Duration
+	lastPoll    *atomic.Int64 // unix nanoseconds of getUpdates' last answer (LastPoll)
 	pace        *pacer
 	botID       int64
 	username    string
@@ -65,12 +68,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		log:         cfg.Logger,
 		pollTimeout: cfg.PollTimeout,
 		pace:        newPacer(cfg.Pacing),
+		lastPoll:    new(atomic.Int64),
 	}
-	if c.apiURL == "" {
-		c.apiURL = DefaultAPIURL
-	}
-	if _, err := url.Parse(c.apiURL); err != nil {
-		return nil, fmt.Errorf("telegram: bad API URL: %w", err)
+	if u, err := url.Parse(c.apiURL); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("telegram: API URL %q is not an http(s) URL", cfg.APIURL)
 	}
 	if c.http == nil {
 		c.http = &http.Client{}
@@ -102,10 +103,16 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	me, err := b.GetMe(rctx)
+	if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
+		return nil, fmt.Errorf("telegram: getMe: %w (%w)", ErrTokenRefused, c.redact(err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("telegram: getMe: %w", c.redact(err))
 	}
 	c.botID, c.username = me.ID, me.Username
+	// Telegram answered: ready from now, not only after the first long
+	// poll ends (an idle one waits the whole poll timeout).
+	c.lastPoll.Store(time.Now().UnixNano())
 	c.log.Info("connected", "bot_id", c.botID, "username", c.username)
 	return c, nil
 }
@@ -135,16 +142,25 @@ type Command struct {
 	Description string
 }
 
-// SetCommands replaces the bot's command menu.
-func (c *Client) SetCommands(ctx context.Context, cmds []Command) error {
+// SetCommandMenu shows cmds as the command menu of the owner's private
+// chat (BotCommandScopeChat) and of no other chat: the default menu, which
+// every chat sees, is cleared (also of an older version's admin commands).
+// ownerChat 0 (no owner paired yet) clears only.
+func (c *Client) SetCommandMenu(ctx context.Context, ownerChat int64, cmds []Command) error {
 	list := make([]models.BotCommand, 0, len(cmds))
 	for _, cmd := range cmds {
 		list = append(list, models.BotCommand{Command: strings.TrimPrefix(cmd.Name, "/"), Description: cmd.Description})
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	if _, err := c.b.SetMyCommands(rctx, &bot.SetMyCommandsParams{Commands: list}); err != nil {
-		return fmt.Errorf("telegram: setMyCommands: %w", c.redact(err))
+	if _, err := c.b.DeleteMyCommands(rctx, &bot.DeleteMyCommandsParams{}); err != nil {
+		return fmt.Errorf("telegram: deleteMyCommands: %w", c.redact(err))
+	}
+	if ownerChat == 0 {
+		return nil
+	}
+	if _, err := c.b.SetMyCommands(rctx, &bot.SetMyCommandsParams{Commands: list, Scope: &models.BotCommandScopeChat{ChatID: ownerChat}}); err != nil {
+		return fmt.Errorf("telegram: setMyCommands for the owner's chat: %w", c.redact(err))
 	}
 	return nil
 }
@@ -164,15 +180,3 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/clawpen/clawpen/internal/retry"
 )
 
 // Pacing sets the send rate limits. Zero fields take Telegram's documented limits; a
@@ -117,7 +119,7 @@ func (p *pacer) wait(ctx context.Context, chatID int64) error {
 		if d == 0 {
 			return nil
 		}
-		if err := sleep(ctx, d); err != nil {
+		if err := retry.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}

@@ -11,33 +11,20 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/retry"
 )
 
-// Update is one Telegram update, reduced to what clawpen uses.
+// Update is one Telegram update, reduced to what clawpen uses: a new
+// message, as the router takes it. Edited messages are ignored on purpose:
+// the agent answers what was asked, and an edit would re-trigger it.
 type Update struct {
 	UpdateID int64
-	Message  *Incoming // nil for anything but a new message (edits, reactions …); still acknowledged
-}
-
-// Incoming is a new message in a chat. Edited messages are ignored on purpose: the
-// agent answers what was asked, and an edit would re-trigger it.
-type Incoming struct {
-	ChatID            int64
-	ChatType          string // private, group, supergroup, channel
-	ChatTitle         string // group title, or the other person's name in a private chat
-	MessageID         int64
-	ThreadID          int // forum topic (message_thread_id), 0 if none
-	IsTopicMessage    bool
-	SenderID          int64
-	SenderName        string // first + last name, else @username
-	SenderUsername    string
-	SenderIsBot       bool
-	Text              string // text, or the caption of a media message
-	Date              time.Time
-	ReplyToBot        bool  // a reply to one of this bot's messages
-	MentionsBot       bool  // an @mention of this bot (or a text_mention of it)
-	MigrateToChatID   int64 // service message: this group became that supergroup
-	MigrateFromChatID int64 // service message: this supergroup was that group
+	Message  *domain.Inbound // nil for anything but a new message (edits, reactions …); still acknowledged
 }
 
 // APIError is an error answer of the Bot API to a call this package makes directly.
@@ -64,7 +51,8 @@ func (c *Client) Poll(ctx context.Context, offset int64,
 	saveOffset func(ctx context.Context, next int64) error,
 ) error {
 	c.dropWebhook(ctx)
-	var netBackoff, handleBackoff backoff
+	netBackoff := retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second}
+	handleBackoff := retry.Backoff{First: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -82,20 +70,21 @@ func (c *Client) Poll(ctx context.Context, offset int64,
 				case http.StatusConflict:
 					c.dropWebhook(ctx) // a webhook blocks getUpdates
 				case http.StatusTooManyRequests:
-					if serr := sleep(ctx, time.Duration(max(apiErr.RetryAfter, 1))*time.Second); serr != nil {
+					if serr := retry.Sleep(ctx, time.Duration(max(apiErr.RetryAfter, 1))*time.Second); serr != nil {
 						return serr
 					}
 					continue
 				}
 			}
-			d := netBackoff.next(200*time.Millisecond, 10*time.Second)
+			d := netBackoff.Next()
 			c.log.Warn("getUpdates failed, retrying", "err", err, "in", d)
-			if serr := sleep(ctx, d); serr != nil {
+			if serr := retry.Sleep(ctx, d); serr != nil {
 				return serr
 			}
 			continue
 		}
-		netBackoff.reset()
+		netBackoff.Reset()
+		c.lastPoll.Store(time.Now().UnixNano())
 
 		for _, raw := range raws {
 			u, ok := c.decodeUpdate(raw)
@@ -106,14 +95,14 @@ func (c *Client) Poll(ctx context.Context, offset int64,
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				d := handleBackoff.next(500*time.Millisecond, 30*time.Second)
+				d := handleBackoff.Next()
 				c.log.Error("update handler failed, will retry", "update_id", u.UpdateID, "err", err, "in", d)
-				if serr := sleep(ctx, d); serr != nil {
+				if serr := retry.Sleep(ctx, d); serr != nil {
 					return serr
 				}
 				break // refetch from the same offset: nothing after this update is skipped
 			}
-			handleBackoff.reset()
+			handleBackoff.Reset()
 			if err := c.saveOffset(ctx, saveOffset, u.UpdateID+1); err != nil {
 				return err
 			}
@@ -125,7 +114,7 @@ func (c *Client) Poll(ctx context.Context, offset int64,
 // saveOffset retries persisting the offset until it works: the update was handled, so
 // handling it again (after a refetch) is what we want to avoid.
 func (c *Client) saveOffset(ctx context.Context, save func(context.Context, int64) error, next int64) error {
-	var b backoff
+	b := retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second}
 	for {
 		err := save(ctx, next)
 		if err == nil {
@@ -134,24 +123,26 @@ func (c *Client) saveOffset(ctx context.Context, save func(context.Context, int6
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := b.next(200*time.Millisecond, 10*time.Second)
+		d := b.Next()
 		c.log.Error("saving update offset failed, retrying", "offset", next, "err", err, "in", d)
-		if serr := sleep(ctx, d); serr != nil {
+		if serr := retry.Sleep(ctx, d); serr != nil {
 			return serr
 		}
 	}
 }
 
+// dropWebhook removes a webhook, which would block getUpdates.
 func (c *Client) dropWebhook(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	if err := c.call(rctx, "deleteWebhook", map[string]any{}, nil); err != nil && ctx.Err() == nil {
-		c.log.Warn("deleteWebhook failed", "err", err)
+	if _, err := c.b.DeleteWebhook(rctx, &bot.DeleteWebhookParams{}); err != nil && ctx.Err() == nil {
+		c.log.Warn("deleteWebhook failed", "err", c.redact(err))
 	}
 }
 
 // getUpdates is called directly: the library's own poller advances the offset before
-// the update is handled, which would lose updates on a crash.
+// the update is handled, which would lose updates on a crash. Its updates are kept
+// raw, to be decoded one by one (decodeUpdate).
 func (c *Client) getUpdates(ctx context.Context, offset int64) ([]json.RawMessage, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.pollTimeout+requestTimeout)
 	defer cancel()
@@ -159,7 +150,7 @@ func (c *Client) getUpdates(ctx context.Context, offset int64) ([]json.RawMessag
 	err := c.call(rctx, "getUpdates", map[string]any{
 		"offset":          offset,
 		"timeout":         int(c.pollTimeout / time.Second),
-		"allowed_updates": []string{"message"},
+		"allowed_updates": []string{models.AllowedUpdateMessage},
 	}, &raws)
 	return raws, err
 }
@@ -167,7 +158,8 @@ func (c *Client) getUpdates(ctx context.Context, offset int64) ([]json.RawMessag
 // maxResponse bounds what we read from the API (100 updates with long texts fit easily).
 const maxResponse = 32 << 20
 
-// call makes one Bot API request with a JSON body and decodes result into dest.
+// call makes one Bot API request with a JSON body and decodes result into dest. Only
+// getUpdates needs it; every other method goes through the library.
 func (c *Client) call(ctx context.Context, method string, params any, dest any) error {
 	body, err := json.Marshal(params)
 	if err != nil {
@@ -216,59 +208,44 @@ func (c *Client) call(ctx context.Context, method string, params any, dest any) 
 
 // ---- update decoding ----
 
-type wireUser struct {
-	ID        int64  `json:"id"`
-	IsBot     bool   `json:"is_bot"`
-	FirstName string `json:"first_name"`
-	LastName  string `json:"last_name"`
-	Username  string `json:"username"`
+// media names, for the chat, what a message holds besides text.
+func media(m *models.Message) string {
+	switch {
+	case len(m.Photo) > 0:
+		return "photo"
+	case m.Sticker != nil:
+		return "sticker"
+	case m.Animation != nil: // before document: Telegram sends a GIF as both
+		return "GIF"
+	case m.Video != nil:
+		return "video"
+	case m.VideoNote != nil:
+		return "video message"
+	case m.Voice != nil:
+		return "voice message"
+	case m.Audio != nil:
+		return "audio file"
+	case m.Document != nil:
+		return "file"
+	case m.Location != nil:
+		return "location"
+	case m.Contact != nil:
+		return "contact"
+	case m.Poll != nil:
+		return "poll"
+	}
+	return ""
 }
 
-type wireChat struct {
-	ID        int64  `json:"id"`
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Username  string `json:"username"`
-	FirstName string `json:"first_name"`
-	LastName  string `json:"last_name"`
-}
-
-type wireEntity struct {
-	Type   string    `json:"type"`
-	Offset int       `json:"offset"`
-	Length int       `json:"length"`
-	User   *wireUser `json:"user"`
-}
-
-type wireMessage struct {
-	MessageID         int64           `json:"message_id"`
-	ThreadID          int             `json:"message_thread_id"`
-	IsTopicMessage    bool            `json:"is_topic_message"`
-	From              *wireUser       `json:"from"`
-	SenderChat        *wireChat       `json:"sender_chat"`
-	Chat              wireChat        `json:"chat"`
-	Date              int64           `json:"date"`
-	Text              string          `json:"text"`
-	Caption           string          `json:"caption"`
-	Entities          []wireEntity    `json:"entities"`
-	CaptionEntities   []wireEntity    `json:"caption_entities"`
-	ReplyTo           *wireMessage    `json:"reply_to_message"`
-	ForumTopicCreated json.RawMessage `json:"forum_topic_created"`
-	MigrateTo         int64           `json:"migrate_to_chat_id"`
-	MigrateFrom       int64           `json:"migrate_from_chat_id"`
-}
-
-type wireUpdate struct {
-	UpdateID int64        `json:"update_id"`
-	Message  *wireMessage `json:"message"`
-}
-
-// decodeUpdate turns raw update JSON into an Update. An update whose message cannot
-// be decoded is still returned (with a nil Message) so it gets acknowledged; ok is
-// false only when not even its id can be read.
+// decodeUpdate turns one update of a getUpdates answer into an Update. Each is
+// decoded on its own, so one the library cannot read does not hold up the batch:
+// it is still returned (with a nil Message) so it gets acknowledged, and ok is
+// false only when not even its id can be read. Such a message (one using a
+// variant newer than the library's models, say) is logged by update id and lost;
+// a newer go-telegram/bot reads it.
 func (c *Client) decodeUpdate(raw json.RawMessage) (Update, bool) {
-	var w wireUpdate
-	if err := json.Unmarshal(raw, &w); err != nil {
+	var mu models.Update
+	if err := json.Unmarshal(raw, &mu); err != nil {
 		var id struct {
 			UpdateID *int64 `json:"update_id"`
 		}
@@ -279,34 +256,40 @@ func (c *Client) decodeUpdate(raw json.RawMessage) (Update, bool) {
 		c.log.Warn("undecodable message, acknowledging without handling", "update_id", *id.UpdateID, "err", err)
 		return Update{UpdateID: *id.UpdateID}, true
 	}
-	u := Update{UpdateID: w.UpdateID}
-	if w.Message != nil {
-		u.Message = c.incoming(w.Message)
+	u := Update{UpdateID: mu.ID}
+	if mu.Message != nil {
+		u.Message = c.incoming(mu.Message)
 	}
 	return u, true
 }
 
-func (c *Client) incoming(m *wireMessage) *Incoming {
-	in := &Incoming{
+func (c *Client) incoming(m *models.Message) *domain.Inbound {
+	in := &domain.Inbound{
 		ChatID:            m.Chat.ID,
-		ChatType:          m.Chat.Type,
+		ChatType:          string(m.Chat.Type),
 		ChatTitle:         chatTitle(m.Chat),
-		MessageID:         m.MessageID,
-		ThreadID:          m.ThreadID,
-		IsTopicMessage:    m.IsTopicMessage,
+		MessageID:         int64(m.ID),
 		Text:              m.Text,
-		Date:              time.Unix(m.Date, 0).UTC(),
-		MigrateToChatID:   m.MigrateTo,
-		MigrateFromChatID: m.MigrateFrom,
+		Time:              time.Unix(int64(m.Date), 0).UTC(),
+		MigrateToChatID:   m.MigrateToChatID,
+		MigrateFromChatID: m.MigrateFromChatID,
+	}
+	// The forum topic to answer in. Outside forums Telegram also sets a
+	// thread id on replies, and sending to it fails, so only topics count.
+	if m.IsTopicMessage {
+		in.ThreadID = m.MessageThreadID
 	}
 	entities := m.Entities
 	if in.Text == "" {
 		in.Text, entities = m.Caption, m.CaptionEntities
 	}
+	in.File = inFile(m)
+	if in.Text == "" {
+		in.Media = media(m)
+	}
 	switch {
 	case m.From != nil:
 		in.SenderID = m.From.ID
-		in.SenderUsername = m.From.Username
 		in.SenderIsBot = m.From.IsBot
 		in.SenderName = strings.TrimSpace(m.From.FirstName + " " + m.From.LastName)
 		if in.SenderName == "" && m.From.Username != "" {
@@ -315,18 +298,17 @@ func (c *Client) incoming(m *wireMessage) *Incoming {
 	case m.SenderChat != nil:
 		in.SenderID = m.SenderChat.ID
 		in.SenderName = chatTitle(*m.SenderChat)
-		in.SenderUsername = m.SenderChat.Username
 	}
 	// In forum topics Telegram sets reply_to_message to the topic's creation message on
 	// every message that is not a real reply; that is not a reply to the bot.
-	if r := m.ReplyTo; r != nil && r.ForumTopicCreated == nil && r.From != nil && c.botID != 0 && r.From.ID == c.botID {
+	if r := m.ReplyToMessage; r != nil && r.ForumTopicCreated == nil && r.From != nil && c.botID != 0 && r.From.ID == c.botID {
 		in.ReplyToBot = true
 	}
 	in.MentionsBot = c.mentionsBot(in.Text, entities)
 	return in
 }
 
-func chatTitle(ch wireChat) string {
+func chatTitle(ch models.Chat) string {
 	if ch.Title != "" {
 		return ch.Title
 	}
@@ -340,14 +322,14 @@ func chatTitle(ch wireChat) string {
 }
 
 // mentionsBot checks the entities, whose offsets count UTF-16 code units.
-func (c *Client) mentionsBot(text string, entities []wireEntity) bool {
+func (c *Client) mentionsBot(text string, entities []models.MessageEntity) bool {
 	if len(entities) == 0 {
 		return false
 	}
 	units := utf16.Encode([]rune(text))
 	for _, e := range entities {
 		switch e.Type {
-		case "mention":
+		case models.MessageEntityTypeMention:
 			if c.username == "" || e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > len(units) {
 				continue
 			}
@@ -355,7 +337,7 @@ func (c *Client) mentionsBot(text string, entities []wireEntity) bool {
 			if strings.EqualFold(name, "@"+c.username) {
 				return true
 			}
-		case "text_mention":
+		case models.MessageEntityTypeTextMention:
 			if e.User != nil && c.botID != 0 && e.User.ID == c.botID {
 				return true
 			}
@@ -363,17 +345,3 @@ func (c *Client) mentionsBot(text string, entities []wireEntity) bool {
 	}
 	return false
 }
-
-// backoff doubles a delay between failures.
-type backoff struct{ cur time.Duration }
-
-func (b *backoff) next(start, limit time.Duration) time.Duration {
-	if b.cur == 0 {
-		b.cur = start
-	} else {
-		b.cur = min(b.cur*2, limit)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }

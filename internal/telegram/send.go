@@ -12,12 +12,6 @@ import (
 	"github.com/clawpen/clawpen/internal/markup"
 )
 
-// Retry bounds for one chunk.
-const (
-	maxServerAttempts = 4  // network errors and 5xx answers
-	maxThrottled      = 10 // 429 answers, each waited out
-)
-
 // MigratedError reports that a group was upgraded to a supergroup with a new id; the
 // caller should re-key the chat and send again to NewChatID.
 type MigratedError struct {
@@ -28,40 +22,49 @@ func (e *MigratedError) Error() string {
 	return fmt.Sprintf("telegram: chat %d migrated to %d", e.ChatID, e.NewChatID)
 }
 
-// Send delivers markdown to the chat (and forum topic when threadID != 0), split into
-// chunks with markup.Chunks(markdown, 4096), each sent as HTML with a plain-text
-// fallback. It returns how many chunks were delivered: on error, chunks [0, delivered)
-// are in the chat, and a caller that retries should resend only the rest — use
-// markup.Chunks and SendChunks(chunks[delivered:]) for that.
-func (c *Client) Send(ctx context.Context, chatID int64, threadID int, markdown string) (delivered int, err error) {
-	return c.SendChunks(ctx, chatID, threadID, markup.Chunks(markdown, markup.MaxMessageLen))
+// Migration reports the old and new chat id, for callers that know the error
+// only by this method.
+func (e *MigratedError) Migration() (from, to int64) { return e.ChatID, e.NewChatID }
+
+// ThrottledError is Telegram's 429: nothing was sent; try again after RetryAfter.
+type ThrottledError struct {
+	RetryAfter time.Duration
+	err        error
 }
 
-// SendChunks delivers prepared chunks in order and reports how many were delivered.
-func (c *Client) SendChunks(ctx context.Context, chatID int64, threadID int, chunks []markup.Chunk) (delivered int, err error) {
-	for i, ch := range chunks {
-		if err := c.sendChunk(ctx, chatID, threadID, ch); err != nil {
-			return i, fmt.Errorf("telegram: chunk %d of %d to chat %d: %w", i+1, len(chunks), chatID, err)
-		}
-	}
-	return len(chunks), nil
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("telegram: rate limited, retry after %s: %v", e.RetryAfter, e.err)
 }
+func (e *ThrottledError) Unwrap() error { return e.err }
 
-// sendChunk sends one chunk: paced, retried on 429 (after retry_after) and on network
-// or server errors (with backoff), and resent as plain text when Telegram cannot parse
-// the HTML. A network error after Telegram accepted the message can, rarely, make a
-// retry deliver the chunk twice; nothing can tell those cases apart.
-func (c *Client) sendChunk(ctx context.Context, chatID int64, threadID int, ch markup.Chunk) error {
-	html := ch.HTML != ""
-	var serverErrs, throttled int
-	var bo backoff
+// RetryIn is how long the caller must wait before sending again.
+func (e *ThrottledError) RetryIn() time.Duration { return e.RetryAfter }
+
+// RefusedError is an answer a retry cannot change (the bot was removed from the
+// chat, the chat does not exist, the message is malformed).
+type RefusedError struct{ err error }
+
+func (e *RefusedError) Error() string   { return e.err.Error() }
+func (e *RefusedError) Unwrap() error   { return e.err }
+func (e *RefusedError) Permanent() bool { return true }
+
+// Send delivers one message: markdown rendered as Telegram HTML, or as plain
+// text when its HTML would be longer than a message or Telegram cannot parse
+// it. The caller has split the answer into messages (markup.Messages) and
+// owns every retry: Send tries once, paced to Telegram's limits, and says
+// why it failed (*ThrottledError, *MigratedError, *RefusedError, or another
+// error worth retrying). A network error after Telegram accepted the message
+// can, rarely, make a retry deliver it twice; nothing can tell those cases apart.
+func (c *Client) Send(ctx context.Context, chatID int64, threadID int, markdown string) error {
+	text := markup.ToHTML(markdown)
+	html := markup.VisibleLen(text) <= markup.MaxMessageLen
 	for {
 		if err := c.pace.wait(ctx, chatID); err != nil {
 			return err
 		}
-		params := &bot.SendMessageParams{ChatID: chatID, MessageThreadID: threadID, Text: ch.Plain}
+		params := &bot.SendMessageParams{ChatID: chatID, MessageThreadID: threadID, Text: markdown}
 		if html {
-			params.Text, params.ParseMode = ch.HTML, models.ParseModeHTML
+			params.Text, params.ParseMode = text, models.ParseModeHTML
 		}
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		_, err := c.b.SendMessage(rctx, params)
@@ -78,34 +81,19 @@ func (c *Client) sendChunk(ctx context.Context, chatID int64, threadID int, ch m
 		var migrated *bot.MigrateError
 		switch {
 		case errors.As(err, &tooMany):
-			throttled++
-			if throttled > maxThrottled {
-				return err
-			}
-			wait := time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
-			c.log.Warn("rate limited by Telegram", "chat_id", chatID, "retry_after", wait)
-			if err := sleep(ctx, wait); err != nil {
-				return err
-			}
+			return &ThrottledError{RetryAfter: time.Duration(max(tooMany.RetryAfter, 1)) * time.Second, err: err}
 		case errors.As(err, &migrated):
 			return &MigratedError{ChatID: chatID, NewChatID: int64(migrated.MigrateToChatID)}
 		case html && errors.Is(err, bot.ErrorBadRequest):
-			// Usually "can't parse entities"; also e.g. an HTML chunk whose visible text is
-			// empty. The Markdown source as plain text is the safe second try.
+			// Usually "can't parse entities"; also e.g. HTML whose visible
+			// text is empty. Nothing was sent: the Markdown source as plain
+			// text is the safe second form, not a retry.
 			c.log.Warn("HTML rejected, sending as plain text", "chat_id", chatID, "err", err)
 			html = false
 		case permanent(err):
-			return err
+			return &RefusedError{err: fmt.Errorf("telegram: send to chat %d: %w", chatID, err)}
 		default:
-			serverErrs++
-			if serverErrs >= maxServerAttempts {
-				return err
-			}
-			d := bo.next(500*time.Millisecond, 5*time.Second)
-			c.log.Warn("send failed, retrying", "chat_id", chatID, "err", err, "in", d)
-			if err := sleep(ctx, d); err != nil {
-				return err
-			}
+			return fmt.Errorf("telegram: send to chat %d: %w", chatID, err)
 		}
 	}
 }
@@ -119,7 +107,3 @@ func permanent(err error) bool {
 	}
 	return false
 }
-
-// Migration reports the old and new chat id, for callers that know the error
-// only by this method.
-func (e *MigratedError) Migration() (from, to int64) { return e.ChatID, e.NewChatID }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/internal/markup"
 )
@@ -86,11 +86,14 @@ func TestNewErrors(t *testing.T) {
 	srv := faketg.New(faketg.WithToken("other:token"))
 	defer srv.Close()
 	_, err := New(testCtx(t), Config{Token: testToken, APIURL: srv.URL()})
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrTokenRefused)
 	assert.Contains(t, err.Error(), "getMe")
+	assert.NotContains(t, err.Error(), testToken)
 
 	_, err = New(testCtx(t), Config{Token: " "})
 	require.Error(t, err)
+	_, err = New(testCtx(t), Config{Token: testToken})
+	require.ErrorContains(t, err, "not an http(s) URL", "no default server: config names it")
 
 	// Unreachable server: the error must not leak the token.
 	dead := faketg.New()
@@ -98,6 +101,7 @@ func TestNewErrors(t *testing.T) {
 	dead.Close()
 	_, err = New(testCtx(t), Config{Token: testToken, APIURL: url})
 	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrTokenRefused, "out of reach is not refused")
 	assert.NotContains(t, err.Error(), testToken)
 }
 
@@ -272,107 +276,120 @@ func TestDecodeIncoming(t *testing.T) {
 	tests := []struct {
 		name  string
 		push  func() int64
-		check func(t *testing.T, m *Incoming)
+		check func(t *testing.T, m *domain.Inbound)
 	}{
 		{"private text", func() int64 {
 			return e.srv.PushMessage(alice.ID, "private", "", alice, "hi there")
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, alice.ID, m.ChatID)
 			assert.Equal(t, "private", m.ChatType)
 			assert.Equal(t, "Alice Liddell", m.ChatTitle)
 			assert.Equal(t, alice.ID, m.SenderID)
 			assert.Equal(t, "Alice Liddell", m.SenderName)
-			assert.Equal(t, "alice", m.SenderUsername)
 			assert.Equal(t, "hi there", m.Text)
 			assert.False(t, m.SenderIsBot || m.ReplyToBot || m.MentionsBot)
 			assert.NotZero(t, m.MessageID)
-			assert.WithinDuration(t, time.Now(), m.Date, time.Hour)
+			assert.WithinDuration(t, time.Now(), m.Time, time.Hour)
 		}},
 		{"name falls back to username", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", bob, "yo")
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, "@bob_b", m.SenderName)
 			assert.Equal(t, "Team", m.ChatTitle)
 			assert.Equal(t, "group", m.ChatType)
 		}},
 		{"mention of the bot, any case, after emoji", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "😀 hey @Andy_Test_Bot what's up")
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.True(t, m.MentionsBot)
 			assert.False(t, m.ReplyToBot)
 		}},
 		{"mention of another bot", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "hey @andy_test_bot2 and @other_bot")
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.False(t, m.MentionsBot)
 		}},
 		{"bot name as plain text without entity", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "@andy_test_bot", faketg.WithEntities())
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.False(t, m.MentionsBot, "only entities count, as Telegram marks them")
 		}},
 		{"text mention of the bot", func() int64 {
 			txt := "ask Andy please"
 			return e.srv.PushMessage(-100, "group", "Team", alice, txt, faketg.WithEntities(faketg.MentionOf(txt, 4, 8, bot)))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.True(t, m.MentionsBot)
 		}},
 		{"text mention of someone else", func() int64 {
 			txt := "ask Other please"
 			return e.srv.PushMessage(-100, "group", "Team", alice, txt, faketg.WithEntities(faketg.MentionOf(txt, 4, 9, other)))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.False(t, m.MentionsBot)
 		}},
 		{"reply to the bot", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "and then?", faketg.ReplyToBot())
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.True(t, m.ReplyToBot)
 		}},
 		{"reply to a person", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "agreed", faketg.ReplyTo(1))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.False(t, m.ReplyToBot)
 		}},
 		{"forum topic", func() int64 {
 			return e.srv.PushMessage(-100777, "supergroup", "Forum", alice, "in a topic", faketg.InThread(12))
-		}, func(t *testing.T, m *Incoming) {
-			assert.Equal(t, 12, m.ThreadID)
-			assert.True(t, m.IsTopicMessage)
+		}, func(t *testing.T, m *domain.Inbound) {
+			assert.Equal(t, 12, m.ThreadID, "a topic's messages are answered in the topic")
 			assert.False(t, m.ReplyToBot, "the topic-creation pseudo reply is not a reply")
 		}},
 		{"topic created by the bot", func() int64 {
 			return e.srv.PushMessage(-100777, "supergroup", "Forum", alice, "hello", faketg.InThread(13), faketg.TopicCreatedBy(bot))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, 13, m.ThreadID)
 			assert.False(t, m.ReplyToBot, "the topic-creation pseudo reply is not a reply, even when the bot made the topic")
 		}},
 		{"reply to the bot inside a topic", func() int64 {
 			return e.srv.PushMessage(-100777, "supergroup", "Forum", alice, "more", faketg.InThread(12), faketg.ReplyToBot())
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, 12, m.ThreadID)
 			assert.True(t, m.ReplyToBot)
 		}},
 		{"caption", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "look @andy_test_bot", faketg.AsCaption())
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, "look @andy_test_bot", m.Text)
 			assert.True(t, m.MentionsBot)
+			assert.Empty(t, m.Media, "a caption is text")
+		}},
+		{"captionless photo", func() int64 {
+			return e.srv.PushMessage(-100, "group", "Team", alice, "", faketg.AsCaption(), faketg.ReplyToBot())
+		}, func(t *testing.T, m *domain.Inbound) {
+			assert.Empty(t, m.Text)
+			assert.Equal(t, "photo", m.Media)
+			assert.True(t, m.ReplyToBot)
+		}},
+		{"sticker", func() int64 {
+			return e.srv.PushMessage(alice.ID, "private", "", alice, "", faketg.Sticker())
+		}, func(t *testing.T, m *domain.Inbound) {
+			assert.Empty(t, m.Text)
+			assert.Equal(t, "sticker", m.Media)
 		}},
 		{"migrate to", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", alice, "", faketg.MigrateTo(-1001234))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, int64(-1001234), m.MigrateToChatID)
 			assert.Empty(t, m.Text)
+			assert.Empty(t, m.Media, "a service message holds nothing to read")
 		}},
 		{"migrate from", func() int64 {
 			return e.srv.PushMessage(-1001234, "supergroup", "Team", alice, "", faketg.MigrateFrom(-100))
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.Equal(t, int64(-100), m.MigrateFromChatID)
 			assert.Equal(t, "supergroup", m.ChatType)
 		}},
 		{"sender is a bot", func() int64 {
 			return e.srv.PushMessage(-100, "group", "Team", other, "beep")
-		}, func(t *testing.T, m *Incoming) {
+		}, func(t *testing.T, m *domain.Inbound) {
 			assert.True(t, m.SenderIsBot)
 		}},
 	}
@@ -411,98 +428,61 @@ func TestNonMessageUpdatesAreAcknowledged(t *testing.T) {
 	assert.Equal(t, next+1, offsets[len(offsets)-1])
 }
 
-func TestSendSplitsLongReply(t *testing.T) {
+func TestSendOneMessageMeasuredAsTelegramDoes(t *testing.T) {
 	e := newEnv(t)
-	var b strings.Builder
-	for i := 0; b.Len() < 10000; i++ {
-		fmt.Fprintf(&b, "Paragraph %03d: **important** text & more text to fill the line.\n\n", i)
-	}
-	n, err := e.c.Send(testCtx(t), 77, 0, b.String())
-	require.NoError(t, err)
+	// 4,000 visible characters whose HTML is five times longer: one message.
+	md := strings.Repeat("&<", 2000)
+	require.Len(t, markup.Messages(md, markup.MaxMessageLen), 1)
+	require.NoError(t, e.c.Send(testCtx(t), 77, 0, md))
 	sent := e.srv.SentTo(77)
-	require.Equal(t, n, len(sent))
-	require.GreaterOrEqual(t, n, 3)
-	var visible strings.Builder
-	for _, m := range sent {
-		assert.LessOrEqual(t, markup.Len(m.Text), 4096)
-		assert.Equal(t, "HTML", m.ParseMode)
-		visible.WriteString(m.Visible + "\n\n")
-	}
-	// In order, nothing lost, nothing doubled.
-	all := visible.String()
-	last := -1
-	for i := 0; strings.Contains(b.String(), fmt.Sprintf("Paragraph %03d:", i)); i++ {
-		p := fmt.Sprintf("Paragraph %03d: important text & more", i)
-		assert.Equal(t, 1, strings.Count(all, p), p)
-		idx := strings.Index(all, p)
-		assert.Greater(t, idx, last, "paragraph %d in order", i)
-		last = idx
-	}
+	require.Len(t, sent, 1)
+	assert.Equal(t, "HTML", sent[0].ParseMode)
+	assert.Equal(t, md, sent[0].Visible)
 }
 
 func TestSendFallsBackToPlainText(t *testing.T) {
 	e := newEnv(t)
-	n, err := e.c.SendChunks(testCtx(t), 9, 0, []markup.Chunk{{HTML: "<b>broken", Plain: "**broken"}})
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	e.srv.FailNextSends(1, http.StatusBadRequest, 0)
+	require.NoError(t, e.c.Send(testCtx(t), 9, 0, "**bold**"))
 	sent := e.srv.SentTo(9)
 	require.Len(t, sent, 1)
-	assert.Equal(t, "**broken", sent[0].Text)
+	assert.Equal(t, "**bold**", sent[0].Text)
 	assert.Empty(t, sent[0].ParseMode)
 	assert.Contains(t, e.logs.String(), "HTML rejected")
 }
 
-func TestSendHonoursRetryAfter(t *testing.T) {
+func TestSendTriesOnceAndSaysWhy(t *testing.T) {
 	e := newEnv(t)
-	e.srv.FailNextSends(1, http.StatusTooManyRequests, 1)
-	n, err := e.c.Send(testCtx(t), 11, 0, "hello *world*")
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	sent := e.srv.SentTo(11)
-	require.Len(t, sent, 1)
-	assert.Equal(t, "hello <i>world</i>", sent[0].Text)
-	assert.Contains(t, e.logs.String(), "rate limited")
-}
+	e.srv.FailNextSends(1, http.StatusTooManyRequests, 3)
+	err := e.c.Send(testCtx(t), 11, 0, "hello *world*")
+	var throttled *ThrottledError
+	require.ErrorAs(t, err, &throttled)
+	assert.Equal(t, 3*time.Second, throttled.RetryIn())
+	assert.Empty(t, e.srv.SentTo(11), "nothing is sent after a 429")
 
-func TestSendRetriesServerErrors(t *testing.T) {
-	e := newEnv(t)
-	e.srv.FailNextSends(2, http.StatusInternalServerError, 0)
-	n, err := e.c.Send(testCtx(t), 12, 0, "hi")
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Len(t, e.srv.SentTo(12), 1)
+	e.srv.FailNextSends(1, http.StatusInternalServerError, 0)
+	err = e.c.Send(testCtx(t), 12, 0, "hi")
+	require.Error(t, err)
+	var refused *RefusedError
+	assert.False(t, errors.As(err, &refused), "a server error is worth retrying")
+	assert.Empty(t, e.srv.SentTo(12), "the caller retries, not Send")
 
 	e.srv.DropNextConnections(1)
-	n, err = e.c.Send(testCtx(t), 12, 0, "again")
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	require.Error(t, e.c.Send(testCtx(t), 12, 0, "again"))
+	require.NoError(t, e.c.Send(testCtx(t), 12, 0, "again"))
+	assert.Len(t, e.srv.SentTo(12), 1)
 
-	e.srv.FailNextSends(maxServerAttempts, http.StatusBadGateway, 0)
-	n, err = e.c.Send(testCtx(t), 13, 0, "lost")
-	require.Error(t, err)
-	assert.Equal(t, 0, n)
-	assert.Empty(t, e.srv.SentTo(13))
-}
-
-func TestSendReportsPartialDelivery(t *testing.T) {
-	e := newEnv(t)
-	chunks := []markup.Chunk{{Plain: "first"}, {HTML: "<b>bad", Plain: " "}, {Plain: "third"}}
-	n, err := e.c.SendChunks(testCtx(t), 14, 0, chunks)
-	require.Error(t, err)
-	assert.Equal(t, 1, n)
-	assert.Contains(t, err.Error(), "chunk 2 of 3")
-	assert.Len(t, e.srv.SentTo(14), 1)
-
-	// A forbidden chat is not retried.
+	// A forbidden chat is refused for good.
 	e.srv.FailNextSends(1, http.StatusForbidden, 0)
-	_, err = e.c.Send(testCtx(t), 15, 0, "x")
-	require.Error(t, err)
+	err = e.c.Send(testCtx(t), 15, 0, "x")
+	require.ErrorAs(t, err, &refused)
+	assert.True(t, refused.Permanent())
 	assert.Empty(t, e.srv.SentTo(15))
 }
 
 func TestSendCarriesThreadAndTyping(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.c.Send(testCtx(t), -100777, 12, "in topic")
+	err := e.c.Send(testCtx(t), -100777, 12, "in topic")
 	require.NoError(t, err)
 	sent := e.srv.SentTo(-100777)
 	require.Len(t, sent, 1)
@@ -519,33 +499,25 @@ func TestSendCarriesThreadAndTyping(t *testing.T) {
 func TestSendMigratedChat(t *testing.T) {
 	e := newEnv(t)
 	e.srv.MigrateChat(-100, -1009999)
-	_, err := e.c.Send(testCtx(t), -100, 0, "hello")
+	err := e.c.Send(testCtx(t), -100, 0, "hello")
 	var mig *MigratedError
 	require.ErrorAs(t, err, &mig)
 	assert.Equal(t, int64(-100), mig.ChatID)
 	assert.Equal(t, int64(-1009999), mig.NewChatID)
 }
 
-func TestSendNothing(t *testing.T) {
+func TestSendNothingIsRefused(t *testing.T) {
 	e := newEnv(t)
-	n, err := e.c.Send(testCtx(t), 16, 0, "  \n\n ")
-	require.NoError(t, err)
-	assert.Equal(t, 0, n)
+	err := e.c.Send(testCtx(t), 16, 0, "  \n\n ")
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused, "Telegram refuses an empty message")
 	assert.Empty(t, e.srv.SentTo(16))
-}
-
-func TestSetCommands(t *testing.T) {
-	e := newEnv(t)
-	require.NoError(t, e.c.SetCommands(testCtx(t), []Command{{Name: "/help", Description: "Show help"}, {Name: "status", Description: "Status"}}))
-	assert.Equal(t, []faketg.Command{{Command: "help", Description: "Show help"}, {Command: "status", Description: "Status"}}, e.srv.Commands())
-	require.Error(t, e.c.SetCommands(testCtx(t), []Command{{Name: "Bad Name", Description: "x"}}))
 }
 
 func TestNoTextInLogs(t *testing.T) {
 	e := newEnv(t)
-	e.srv.FailNextSends(1, http.StatusTooManyRequests, 1)
-	_, err := e.c.SendChunks(testCtx(t), 17, 0, []markup.Chunk{{HTML: "<b>secret-words", Plain: "secret-words"}})
-	require.NoError(t, err)
+	e.srv.FailNextSends(1, http.StatusBadRequest, 0)
+	require.NoError(t, e.c.Send(testCtx(t), 17, 0, "**secret-words**"))
 	assert.NotEmpty(t, e.logs.String())
 	assert.NotContains(t, e.logs.String(), "secret-words")
 	assert.NotContains(t, e.logs.String(), testToken)

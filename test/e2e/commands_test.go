@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,41 +15,47 @@ import (
 
 func TestCommandsRegisteredAndOwnerOnly(t *testing.T) {
 	h := harness.New(t, harness.Options{Owner: true})
+	h.OwnerSays("/help") // answered once the menu is set
+	h.Replies(harness.OwnerID, 1)
 	var names []string
-	for _, c := range h.TG.Commands() {
+	for _, c := range h.TG.CommandsFor(fmt.Sprintf("chat:%d", harness.OwnerID)) {
 		names = append(names, c.Command)
 	}
-	for _, want := range []string{"groups", "register", "unregister", "tasks", "schedule", "pause", "resume", "cancel", "status", "help"} {
+	assert.Empty(t, h.TG.Commands(), "no chat but the owner's has the admin commands")
+	for _, want := range []string{"groups", "register", "unregister", "tasks", "schedule", "pause", "resume", "cancel", "status", "help", "profile"} {
 		assert.Contains(t, names, want)
 	}
 	h.RegisterGroup(t, "family")
 
 	// A member's command in a group is not executed and gets nothing.
 	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "/unregister family")
+	// Nor one that calls the assistant: dropped, not kept, not answered.
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "/register 1 x @Andy ADMIN-CMD-MARKER")
 	// A stranger's in private neither.
 	h.Say(harness.StrangerID, "private", "", harness.StrangerID, "/groups")
 	h.OwnerSays("/groups")
-	got := h.Replies(harness.OwnerID, 2)
-	assert.Contains(t, got[1], "family", "still registered")
+	got := h.Replies(harness.OwnerID, 3)
+	assert.Contains(t, got[2], "family", "still registered")
 	assert.Empty(t, h.TG.SentTo(harness.GroupChat))
 	assert.Empty(t, h.TG.SentTo(harness.StrangerID))
 
 	h.OwnerSays("/status")
-	got = h.Replies(harness.OwnerID, 3)
-	assert.Contains(t, got[2], "Sandbox: "+harness.Backend())
-	h.OwnerSays("/help")
 	got = h.Replies(harness.OwnerID, 4)
-	assert.Contains(t, got[3], "/schedule")
+	assert.Contains(t, got[3], "Sandbox: "+harness.Backend())
+	h.OwnerSays("/help")
+	got = h.Replies(harness.OwnerID, 5)
+	assert.Contains(t, got[4], "/schedule")
 
 	h.OwnerSays("/unregister family")
-	got = h.Replies(harness.OwnerID, 5)
-	assert.Contains(t, got[4], "Unregistered family")
+	got = h.Replies(harness.OwnerID, 6)
+	assert.Contains(t, got[5], "Unregistered family")
 	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy anyone?")
 	h.OwnerSays("ping")
-	h.Replies(harness.OwnerID, 6)
+	h.Replies(harness.OwnerID, 7)
 	assert.Empty(t, h.TG.SentTo(harness.GroupChat), "an unregistered group gets no answer")
 
 	h.Stop()
+	assert.Empty(t, harness.GrepFiles(t, filepath.Join(h.Dir, "data"), []byte("ADMIN-CMD-MARKER")), "a member's admin command is not kept")
 	audit := h.AuditLog()
 	assert.Contains(t, audit, "family command deny")
 	assert.Contains(t, audit, "telegram.private deny")

@@ -35,6 +35,25 @@ func TestNoSandboxRefusesAndSaysWhy(t *testing.T) {
 	assert.Contains(t, h.Stderr.String(), "agents will not run")
 }
 
+// A root host without its dedicated sandbox user runs nothing, on either
+// backend: the owner is told why and how to make the user, /status and the
+// log say it, and the model is never called.
+func TestRootWithoutSandboxUserRunsNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a host that is not root runs sandboxes as itself")
+	}
+	h := harness.New(t, harness.Options{Owner: true, Extra: map[string]string{"CLAWPEN_SANDBOX_USER": "clawpen-e2e-missing"}})
+	h.OwnerSays("hello?")
+	got := h.Replies(harness.OwnerID, 1)[0]
+	assert.Contains(t, got, "no sandbox")
+	assert.Contains(t, got, "useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin clawpen-e2e-missing")
+	h.OwnerSays("/status")
+	status := h.Replies(harness.OwnerID, 2)[1]
+	assert.Contains(t, status, "clawpen-e2e-missing")
+	assert.Empty(t, h.LLM.Requests(), "nothing ran: the model was never called")
+	assert.Contains(t, h.Stderr.String(), "agents will not run")
+}
+
 // A run that keeps failing is answered with a failure notice once; its
 // messages are not sent to the model again with the next call.
 func TestFailedRunIsNotRepeated(t *testing.T) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,4 +54,36 @@ func TestMigrationDiscoveredOnSend(t *testing.T) {
 	got := h.Replies(newChat, 1)
 	assert.Contains(t, got[0], "where do you answer?")
 	assert.Contains(t, h.CLI("groups", "list"), "-1007776665")
+}
+
+// A sticker holds nothing for the agent: it starts no run, is not kept as
+// context, and in main the owner is told what does reach the assistant.
+// (A photo or file without caption is a message: files_test.go.)
+func TestTextlessMessagesStartNoRun(t *testing.T) {
+	h := harness.New(t, harness.Options{Owner: true})
+	h.RegisterGroup(t, "family") // the owner's first reply
+
+	// In a group, a bare sticker answering the bot would call it; it must not.
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "", faketg.Sticker(), faketg.ReplyToBot())
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy ping")
+	group := h.Replies(harness.GroupChat, 1)
+	assert.Contains(t, group[0], "ping")
+
+	h.Say(harness.OwnerID, "private", "", harness.OwnerID, "", faketg.Sticker())
+	h.OwnerSays("only this")
+	got := h.Replies(harness.OwnerID, 3)
+	assert.Contains(t, got[1], "I cannot take in this sticker")
+	assert.Contains(t, got[2], "only this")
+
+	// One run each for the two texts, each over its one message: nothing
+	// else reached the model.
+	reqs := h.LLM.Requests()
+	require.Len(t, reqs, 2, "one model request per text message")
+	for _, r := range reqs {
+		assert.Equal(t, 1, strings.Count(harness.PromptOf(r), "<message "), "one message per run:\n%s", harness.PromptOf(r))
+	}
+	assert.Contains(t, harness.PromptOf(reqs[0]), "ping")
+	assert.Contains(t, harness.PromptOf(reqs[1]), "only this")
+	assert.Len(t, h.TG.SentTo(harness.GroupChat), 1, "the group got its one answer and nothing more")
+	assert.Len(t, h.TG.SentTo(harness.OwnerID), 3, "the owner: registration, the notice, the answer")
 }

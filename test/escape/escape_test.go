@@ -42,7 +42,7 @@ type env struct {
 // attack is one row of the table.
 type attack struct {
 	name string
-	// mount: needs the mount CLI (skipped when it is missing).
+	// mount: needs the mount CLI (an error there fails the attack).
 	mount bool
 	// setup prepares the host side before the trigger.
 	setup func(t *testing.T, e *env)
@@ -87,7 +87,25 @@ func split(s string) string { return "'" + s[:len(s)/2] + "''" + s[len(s)/2:] + 
 
 func lines(ls ...string) string { return strings.Join(ls, "; ") }
 
+// attackSets are the attack tables, one per file (each registers itself in
+// init), run in registration order.
+var attackSets []func() []attack
+
+func register(set func() []attack) { attackSets = append(attackSets, set) }
+
 func attacks() []attack {
+	var all []attack
+	for _, set := range attackSets {
+		all = append(all, set()...)
+	}
+	return all
+}
+
+func init() { register(coreAttacks) }
+
+// coreAttacks are the first suite: secrets, other groups, the host socket,
+// privileges.
+func coreAttacks() []attack {
 	secretGrep := func(prefix string, dirs ...string) string {
 		return fmt.Sprintf("timeout 12 grep -rls -e %s -e %s -e %s -e %s -e %s %s 2>/dev/null | sed 's/^/%s/'",
 			split("e2e-SECRET"), split("e2e-TOKEN"), split("OTHER-GROUP-SECRET"), split("OTHER-SESSION-SECRET"), split(harness.SecretSSH),
@@ -475,6 +493,8 @@ func TestEscape(t *testing.T) {
 		Extra: map[string]string{
 			"CLAWPEN_AGENT_TIMEOUT": "20s", // the never-exits attack is killed by this
 			"CLAWPEN_RETRY_BACKOFF": "100ms",
+			"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
+			"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
 		},
 		AllowedRoots: []harness.AllowedRoot{{Path: "shared", ReadWrite: true}},
 	})
@@ -490,24 +510,37 @@ func TestEscape(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(host.Dir, "data/sessions/other/transcript.jsonl"), []byte("OTHER-SESSION-SECRET\n"), 0o644))
 
 	_, mountErr := host.RunCLI("groups", "mount", "list", "other")
-	var st syscall.Statfs_t
-	require.NoError(t, syscall.Statfs(host.Dir, &st))
-	freeBefore := st.Bavail * uint64(st.Bsize)
-
 	for i, a := range attacks() {
 		t.Run(a.name, func(t *testing.T) {
-			if a.mount && mountErr != nil {
-				results.set(a.name, skipped, "mount CLI missing")
-				t.Skipf("the mount CLI is not there yet (clawpen groups mount list: %v)", mountErr)
+			if a.mount {
+				// An attack that cannot be prepared fails; it never turns into a skip.
+				require.NoError(t, mountErr, "clawpen groups mount list")
 			}
+			before := diskFree(t, host.Dir)
 			runAttack(t, host, i, a)
+			// What the attack left on the host's disk anywhere, over the
+			// attack's own few seconds (a suite-long window counts what
+			// other programs on the machine write meanwhile).
+			if lost := before - diskFree(t, host.Dir); lost > maxDiskLeft {
+				results.set(a.name, escaped, fmt.Sprintf("the host disk lost %d MiB during the attack", lost>>20))
+				t.Errorf("the host disk lost %d MiB during the attack (bound %d MiB)", lost>>20, maxDiskLeft>>20)
+			}
 		})
 	}
 
-	require.NoError(t, syscall.Statfs(host.Dir, &st))
-	freeAfter := st.Bavail * uint64(st.Bsize)
-	assert.Less(t, int64(freeBefore)-int64(freeAfter), int64(1<<30), "the host disk lost more than 1 GiB during the suite")
 	assert.True(t, host.Running(), "the host is still running")
+}
+
+// maxDiskLeft bounds what one attack may leave on the host's disk. The
+// disk attacks delete what they filled once checked; an unbounded fill
+// writes 2.4 GB.
+const maxDiskLeft = 512 << 20
+
+// diskFree is the free space of the filesystem holding dir.
+func diskFree(t *testing.T, dir string) int64 {
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &st))
+	return int64(st.Bavail) * st.Bsize
 }
 
 func runAttack(t *testing.T, host *harness.Host, i int, a attack) {

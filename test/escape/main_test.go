@@ -31,7 +31,6 @@ const (
 	escaped  = "ESCAPED"
 	hostDown = "HOST-DOWN"    // the attack failed but the host stopped answering
 	unclear  = "INCONCLUSIVE" // the expected "held" evidence is missing
-	skipped  = "SKIP"
 )
 
 // results is attack → outcome, filled by the subtests and printed by TestMain.

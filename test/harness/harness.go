@@ -19,7 +19,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clawpen/clawpen/internal/image"
+	"github.com/clawpen/clawpen/internal/app"
+	"github.com/clawpen/clawpen/internal/config"
+	"github.com/clawpen/clawpen/internal/sandbox/docker"
 )
 
 // Identities and secrets used throughout. The secrets are planted where a
@@ -36,6 +38,10 @@ const (
 	// AllowlistMarker is a blocked pattern written into every host's mount
 	// allowlist, so a sandbox that reads the file shows it.
 	AllowlistMarker = "PLANTED-ALLOWLIST"
+	// HostKeyDesc names a "user" key planted in serve's session keyring,
+	// SecretKeyring is its payload (see Host.KeyPlanted).
+	HostKeyDesc   = "clawpen-e2e-host-key"
+	SecretKeyring = "PLANTED-KEYRING-SECRET"
 )
 
 // Image is the real agent image (container/Dockerfile), built fresh from this
@@ -49,6 +55,14 @@ var ErrSkip = errors.New("harness: backend not available")
 // binDir holds clawpen and clawpen-agent, built once per test binary by Setup;
 // it is written before any test runs and only read afterwards.
 var binDir string
+
+// SandboxUser is the host user the hosts' sandboxes run and write as, by
+// `clawpen serve`'s own rule (app.SandboxUser with the default name): the
+// dedicated sandbox user when the tests run as root, -1 (the host's own
+// user) otherwise.
+func SandboxUser() (uid, gid int, err error) {
+	return app.SandboxUser(config.DefaultSandboxUser)
+}
 
 // Backend is the sandbox the hosts use: bwrap, or docker with
 // CLAWPEN_E2E_SANDBOX=docker (make test runs both where an engine exists).
@@ -81,7 +95,12 @@ func tmpPrefix() string { return fmt.Sprintf("clawpen-e2e-%d-", os.Getpid()) }
 func Setup() (cleanup func(), err error) {
 	cleanup = func() {}
 	if os.Geteuid() == 0 {
-		// Sandboxes run as uid 1000; it must reach the binaries.
+		// The hosts run sandboxes as the dedicated sandbox user, by serve's
+		// own rule; without it nothing would run (make deps creates it).
+		if _, _, err := SandboxUser(); err != nil {
+			return cleanup, fmt.Errorf("harness: %w", err)
+		}
+		// The sandbox user must reach the binaries.
 		_ = os.Chmod(os.TempDir(), 0o1777)
 	}
 	root, err := Root()
@@ -111,7 +130,7 @@ func Setup() (cleanup func(), err error) {
 			fmt.Println("SKIP: CLAWPEN_E2E_SANDBOX=docker but no Docker engine answers (docker info failed)")
 			return cleanup, ErrSkip
 		}
-		err := image.Build(context.Background(), image.Options{ProjectRoot: root, AgentBin: filepath.Join(dir, "clawpen-agent"), Tag: Image, Out: io.Discard})
+		err := docker.BuildImage(context.Background(), docker.ImageOptions{ProjectRoot: root, AgentBin: filepath.Join(dir, "clawpen-agent"), Tag: Image, Out: io.Discard})
 		if err != nil {
 			return cleanup, fmt.Errorf("build the agent image: %w", err)
 		}

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/fakellm"
@@ -35,6 +37,10 @@ type Host struct {
 	Env     []string // the host's whole environment
 	Stdout  *LineLog // of the current run of serve
 	Stderr  *LineLog
+	// KeyPlanted: serve was started in a session keyring of its own holding
+	// the key HostKeyDesc, as a host started from a login session holds
+	// keys. False when this machine refuses keyctl to the tests.
+	KeyPlanted bool
 
 	t    testing.TB
 	proc *proc // shared by the views For returns
@@ -56,6 +62,12 @@ type Options struct {
 	// AllowedRoots go into the mount allowlist (none by default); the
 	// directories are created.
 	AllowedRoots []AllowedRoot
+	// KeylessOpenAI configures only an OpenAI-compatible server without a
+	// key (as a local Ollama or llama.cpp is), and no model name.
+	KeylessOpenAI bool
+	// Profiles, when set, is the content of the host's profiles file
+	// (the default CLAWPEN_PROFILES, under the host's $HOME).
+	Profiles string
 }
 
 // New makes a host's directories, plants the secrets a sandbox must never
@@ -90,21 +102,26 @@ func New(t testing.TB, o Options) *Host {
 	allow, err := json.Marshal(map[string]any{"allowedRoots": roots, "blockedPatterns": []string{AllowlistMarker}, "nonMainReadOnly": true})
 	require.NoError(t, err)
 	plant(".config/clawpen/mount-allowlist.json", string(allow))
+	if o.Profiles != "" {
+		plant(ProfilesRel, o.Profiles)
+	}
 
 	tg := faketg.New()
 	t.Cleanup(tg.Close)
 	llm := fakellm.New()
 	llm.SetRequiredKey(APIKey)
 	t.Cleanup(llm.Close)
+	provider := []string{"ANTHROPIC_API_KEY=" + APIKey, "ANTHROPIC_BASE_URL=" + llm.URL(), "CLAWPEN_MODEL=claude-test"}
+	if o.KeylessOpenAI {
+		llm.SetRequiredKey("")
+		provider = []string{"OPENAI_BASE_URL=" + llm.URL() + "/v1"}
+	}
 
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
 		"TELEGRAM_BOT_TOKEN=" + BotToken,
 		"TELEGRAM_API_URL=" + tg.URL(),
-		"ANTHROPIC_API_KEY=" + APIKey,
-		"ANTHROPIC_BASE_URL=" + llm.URL(),
-		"CLAWPEN_MODEL=claude-test",
 		"CLAWPEN_SANDBOX=" + Backend(),
 		"CLAWPEN_AGENT_IMAGE=" + Image,
 		"CLAWPEN_AGENT_BIN=" + filepath.Join(binDir, "clawpen-agent"),
@@ -112,6 +129,7 @@ func New(t testing.TB, o Options) *Host {
 		"CLAWPEN_RETRY_BACKOFF=200ms,400ms",
 		"CLAWPEN_DEBUG=1",
 	}
+	env = append(env, provider...)
 	if o.Owner {
 		env = append(env, fmt.Sprintf("CLAWPEN_OWNER_ID=%d", OwnerID))
 	}
@@ -122,6 +140,18 @@ func New(t testing.TB, o Options) *Host {
 	h.Start()
 	t.Cleanup(h.Stop)
 	return h
+}
+
+// ProfilesRel is the host's profiles file (CLAWPEN_PROFILES' default)
+// relative to its $HOME.
+const ProfilesRel = ".config/clawpen/profiles.json"
+
+// WriteProfiles replaces the host's profiles file; the next run reads it.
+func (h *Host) WriteProfiles(t testing.TB, content string) {
+	t.Helper()
+	p := filepath.Join(h.Home, ProfilesRel)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 }
 
 // For is a view of the same host whose failures go to t (a subtest): a
@@ -142,7 +172,9 @@ func (h *Host) Start() {
 	h.Stderr.Reset()
 	cmd.Stdout, cmd.Stderr = h.Stdout, h.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(h.t, cmd.Start())
+	planted, err := startWithHostKey(cmd)
+	require.NoError(h.t, err)
+	h.KeyPlanted = planted
 	h.proc.cmd = cmd
 	h.WaitLog("clawpen serving")
 }
@@ -190,12 +222,15 @@ func (h *Host) PID() int {
 }
 
 // WaitLog waits until the host logged substr.
-func (h *Host) WaitLog(substr string) {
+func (h *Host) WaitLog(substr string) { h.t.Helper(); h.WaitLogCount(substr, 1) }
+
+// WaitLogCount waits until the host logged substr n times.
+func (h *Host) WaitLogCount(substr string, n int) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !h.Stderr.Wait(ctx, substr) {
-		h.t.Fatalf("host never logged %q; log:\n%s", substr, h.Stderr.String())
+	if !h.Stderr.WaitCount(ctx, substr, n) {
+		h.t.Fatalf("host logged %q fewer than %d times; log:\n%s", substr, n, h.Stderr.String())
 	}
 }
 
@@ -286,6 +321,29 @@ func (h *Host) Tasks() []domain.Task {
 	return ts
 }
 
+// WaitDelivered waits until the outbox holds nothing: every answer Telegram
+// accepted is marked sent. A kill before that resends what was accepted
+// (at least once across that window), which a test of exactly-once command
+// handling must not count.
+func (h *Host) WaitDelivered() {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	require.NoError(h.t, err)
+	defer st.Close()
+	deadline := time.Now().Add(Wait)
+	for {
+		rows, err := st.PendingOutbox(context.Background())
+		require.NoError(h.t, err)
+		if len(rows) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d outbox rows still undelivered after %s", len(rows), Wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // AuditLog is the audit log, one "group operation decision reason" line per entry.
 func (h *Host) AuditLog() string {
 	h.t.Helper()
@@ -299,4 +357,31 @@ func (h *Host) AuditLog() string {
 		fmt.Fprintf(&b, "%s %s %s %s\n", e.Group, e.Operation, e.Decision, e.Reason)
 	}
 	return b.String()
+}
+
+// startWithHostKey starts cmd from a thread that joined a new session
+// keyring and put the key HostKeyDesc in it, so serve and whatever it starts
+// without a keyring of their own inherit it. planted is false when keyctl is
+// refused here; cmd is then started plainly.
+func startWithHostKey(cmd *exec.Cmd) (planted bool, err error) {
+	type res struct {
+		planted bool
+		err     error
+	}
+	done := make(chan res, 1)
+	go func() {
+		// Never unlocked: the thread, with its keyring, ends with this
+		// goroutine (serve has no Pdeathsig to fire).
+		runtime.LockOSThread()
+		// A NULL name: an anonymous keyring, joined by nobody else.
+		_, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+		planted := false
+		if e == 0 {
+			_, err := unix.AddKey("user", HostKeyDesc, []byte(SecretKeyring), unix.KEY_SPEC_SESSION_KEYRING)
+			planted = err == nil
+		}
+		done <- res{planted, cmd.Start()}
+	}()
+	r := <-done
+	return r.planted, r.err
 }

@@ -64,10 +64,13 @@ func (l *LineLog) String() string {
 }
 
 // Wait waits until the log contains substr, or ctx ends (false).
-func (l *LineLog) Wait(ctx context.Context, substr string) bool {
+func (l *LineLog) Wait(ctx context.Context, substr string) bool { return l.WaitCount(ctx, substr, 1) }
+
+// WaitCount waits until the log contains substr n times, or ctx ends (false).
+func (l *LineLog) WaitCount(ctx context.Context, substr string, n int) bool {
 	for {
 		l.mu.Lock()
-		has, ch := strings.Contains(l.buf.String(), substr), l.cond
+		has, ch := strings.Count(l.buf.String(), substr) >= n, l.cond
 		l.mu.Unlock()
 		if has {
 			return true

@@ -81,6 +81,7 @@ type msg struct {
 	Kind      string // "", "hang", "garbage"
 	Burst     bool   // pushed with the ones before it, without pause
 	Pushed    time.Time
+	UpdateID  int64 // the fake Telegram's update carrying it
 }
 
 func chatOf(g int) int64    { return -1009000000000 - int64(g) }
@@ -149,11 +150,12 @@ func plan(s size, rng *rand.Rand) []*msg {
 
 // run is the state of one load test.
 type run struct {
-	t    *testing.T
-	h    *harness.Host
-	size size
-	msgs []*msg
-	seed uint64
+	t           *testing.T
+	metricsAddr string // the host's metrics: which sandboxes wait and which run
+	h           *harness.Host
+	size        size
+	msgs        []*msg
+	seed        uint64
 
 	pid      atomic.Int64 // of the current serve process, for the sampler
 	crashes  []time.Time
@@ -192,14 +194,17 @@ func TestLoadAndFaults(t *testing.T) {
 
 	debugAddr, err := freeLoopbackAddr()
 	require.NoError(t, err)
+	metricsAddr, err := freeLoopbackAddr()
+	require.NoError(t, err)
 	h := harness.New(t, harness.Options{Owner: true, Extra: map[string]string{
-		"CLAWPEN_DEBUG_ADDR":     debugAddr, // goroutine counts, and profiles on request
+		"CLAWPEN_DEBUG_ADDR":     debugAddr,   // goroutine counts, and profiles on request
+		"CLAWPEN_METRICS_ADDR":   metricsAddr, // which sandboxes wait (warm) and which run
 		"CLAWPEN_AGENT_TIMEOUT":  agentTimeout,
 		"CLAWPEN_MAX_CONCURRENT": maxConcurrent,
 		"CLAWPEN_RETRY_BACKOFF":  "200ms,400ms",
 		"CLAWPEN_DEBUG":          "", // info level: debug logs of 20,000 messages only slow the host
 	}})
-	r := &run{t: t, h: h, size: s, seed: seed, msgs: plan(s, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))),
+	r := &run{t: t, h: h, size: s, seed: seed, metricsAddr: metricsAddr, msgs: plan(s, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))),
 		faultCounts: map[string]int{}, seenSandboxs: map[pkey]bool{}, zombieSeen: map[pkey]procID{}}
 	r.pid.Store(int64(h.PID()))
 
@@ -224,8 +229,15 @@ func TestLoadAndFaults(t *testing.T) {
 	if profileDir != "" {
 		profileAt = baselineAt + (n-baselineAt)/4
 	}
+	// A backup in the middle of the last phase, while the host stores and
+	// answers (`clawpen backup`, SQLite's online backup).
+	backupAt := baselineAt + (n-baselineAt)/2
+	var bk backupTaken
 	pushStart := time.Now()
 	for i, m := range r.msgs {
+		if i == backupAt {
+			bg.Go(func() { bk = r.backup() })
+		}
 		if crashAt[i] {
 			r.crash()
 			restartAt = i + down
@@ -289,6 +301,7 @@ func TestLoadAndFaults(t *testing.T) {
 	h.Stop()
 	r.saveHostLog()
 	r.checkGone(last, "stopped host")
+	r.checkBackup(bk)
 
 	res := r.analyze()
 	res.before, res.after, res.pushDur, res.total = before, after, pushDur, time.Since(began)
@@ -324,10 +337,69 @@ func TestLoadAndFaults(t *testing.T) {
 	}
 }
 
+// backupTaken is a backup made under load: every update below confirmed
+// had been stored when it began.
+type backupTaken struct {
+	path      string
+	confirmed int64
+	err       error
+}
+
+func (r *run) backup() backupTaken {
+	b := backupTaken{path: filepath.Join(r.t.TempDir(), "backup.db"), confirmed: r.h.TG.Confirmed()}
+	_, b.err = r.h.RunCLI("backup", b.path)
+	return b
+}
+
+// checkBackup: the backup opens, passes the integrity check, and holds every
+// message the host had stored before it began (as the store holds them now).
+func (r *run) checkBackup(b backupTaken) {
+	t := r.t
+	require.NoError(t, b.err, "clawpen backup under load")
+	ctx := context.Background()
+	require.NoError(t, store.IntegrityCheck(ctx, b.path))
+	live, err := store.Open(ctx, filepath.Join(r.h.Dir, "data", "clawpen.db"))
+	require.NoError(t, err)
+	defer live.Close()
+	bs, err := store.Open(ctx, b.path)
+	require.NoError(t, err)
+	defer bs.Close()
+	texts := func(st *store.Store, chat int64) map[string]bool {
+		ms, err := st.MessagesAfter(ctx, chat, 0, 0)
+		require.NoError(t, err)
+		have := map[string]bool{}
+		for _, m := range ms {
+			have[m.Text] = true
+		}
+		return have
+	}
+	inLive, inBackup := map[int64]map[string]bool{}, map[int64]map[string]bool{}
+	before, missing := 0, 0
+	for _, m := range r.msgs {
+		if m.UpdateID == 0 || m.UpdateID >= b.confirmed {
+			continue
+		}
+		chat := chatOf(m.Group)
+		if inLive[chat] == nil {
+			inLive[chat], inBackup[chat] = texts(live, chat), texts(bs, chat)
+		}
+		if !inLive[chat][m.Text] {
+			continue // not a message the host keeps
+		}
+		before++
+		if !inBackup[chat][m.Text] {
+			missing++
+		}
+	}
+	assert.Zero(t, missing, "messages stored before the backup began but not in it")
+	assert.Positive(t, before, "the backup began after messages were stored")
+	fmt.Fprintf(reportWriter(), "backup under load: %d messages stored before it began, %d missing from it\n", before, missing)
+}
+
 func (r *run) push(m *msg) {
 	from := faketg.User{ID: 50000 + int64(m.N%5), FirstName: fmt.Sprintf("member%d", m.N%5)}
 	m.Pushed = time.Now()
-	r.h.TG.PushMessage(chatOf(m.Group), "supergroup", "Load "+folderOf(m.Group), from, m.Text)
+	m.UpdateID = r.h.TG.PushMessage(chatOf(m.Group), "supergroup", "Load "+folderOf(m.Group), from, m.Text)
 }
 
 // register adds every group with the CLI, four at a time, while serve runs.
@@ -516,7 +588,7 @@ func (r *run) busy() string {
 	if n := r.h.TG.Pending(); n > 0 {
 		return fmt.Sprintf("%d updates not confirmed", n)
 	}
-	if ds, _ := zombies(descendants(r.h.PID())); len(ds) > 0 {
+	if ds, _ := zombies(descendants(r.h.PID())); len(ds) > 0 && !r.onlyWarm(ds) {
 		var cmds []string
 		for _, d := range ds {
 			cmds = append(cmds, fmt.Sprintf("%d %q", d.pid, d.cmd))
@@ -552,6 +624,38 @@ func (r *run) busy() string {
 		}
 	}
 	return ""
+}
+
+// warmMax is CLAWPEN_WARM's default, which the load host runs with.
+const warmMax = 3
+
+// onlyWarm reports whether the sandbox processes ps are warm sandboxes
+// waiting for their job, and nothing else: the host's metrics say none runs
+// and as many wait as there are agents, at most CLAWPEN_WARM.
+func (r *run) onlyWarm(ps []procID) bool {
+	body, err := debugGet(context.Background(), r.metricsAddr, "/metrics", 5*time.Second)
+	if err != nil {
+		return false
+	}
+	gauge := func(name string) float64 {
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err == nil {
+					return f
+				}
+			}
+		}
+		return -1
+	}
+	agents := 0
+	for _, p := range ps {
+		if p.comm == "clawpen-agent" {
+			agents++
+		}
+	}
+	warm := gauge("clawpen_sandboxes_warm")
+	return gauge("clawpen_sandboxes_running") == 0 && warm == float64(agents) && agents <= warmMax
 }
 
 func tail(s string, lines int) string {

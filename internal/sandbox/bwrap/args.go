@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -88,6 +89,7 @@ type fdLayout struct {
 	extra  []int
 	// writable[i][j] is the fd of spec.Extra[i].Writable[j]
 	writable [][]int
+	seccomp  int // --seccomp: the filter program, last so the others keep their numbers
 	count    int
 }
 
@@ -122,13 +124,14 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 		}
 		l.writable = append(l.writable, w)
 	}
+	l.seccomp = take()
 	l.count = next - 3
 	return l
 }
 
 // Args is the bubblewrap command line (without the bwrap binary itself) that Run
 // uses for spec. File descriptors from 3 on are referenced in a fixed order (etc
-// data, info, block, group, global, home, socket, agent, extras); Run opens and passes
+// data, info, block, group, global, home, socket, agent, extras, seccomp); Run opens and passes
 // them. With no command the agent (or Config.Command) is run. Exported so a
 // benchmark can time clawpen's exact flags.
 func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
@@ -152,7 +155,7 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 		a = append(a, "--setenv", k, spec.Env[k])
 	}
 	a = append(a,
-		"--setenv", "HOME", sandbox.HomePath,
+		"--setenv", "HOME", domain.HomePath,
 		"--setenv", "USER", "agent",
 		"--setenv", "PATH", sandboxPATH,
 	)
@@ -165,7 +168,14 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	for _, d := range b.host.rootBinds {
 		a = append(a, "--ro-bind", d, d)
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	// bwrap's --dev is an unsized tmpfs the sandbox user owns: /dev/shm gets
+	// a sized tmpfs of its own and the rest of /dev is read-only (the device
+	// nodes are separate binds and still work).
+	a = append(a, "--proc", "/proc", "--dev", "/dev",
+		"--size", strconv.FormatInt(lim.ShmBytes, 10), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
+	// As Docker does: /proc/keys would list the keys the sandbox user may
+	// view, the host account's included.
+	a = append(a, "--ro-bind", "/dev/null", "/proc/keys")
 
 	// A synthesised /etc: nothing of the host's configuration but CA certificates
 	// and the time zone.
@@ -189,22 +199,22 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	// The workspace: every host directory is bound through an fd opened without
 	// following a final symlink, so a swap after validation cannot redirect it.
 	a = append(a, "--perms", "0755", "--dir", "/workspace")
-	a = append(a, "--bind-fd", fd(fds.group), sandbox.GroupPath)
+	a = append(a, "--bind-fd", fd(fds.group), domain.GroupPath)
 	if fds.global >= 0 {
 		flag := "--ro-bind-fd"
 		if spec.GlobalWritable {
 			flag = "--bind-fd"
 		}
-		a = append(a, flag, fd(fds.global), sandbox.GlobalPath)
+		a = append(a, flag, fd(fds.global), domain.GlobalPath)
 	}
 	if len(spec.Extra) > 0 {
-		a = append(a, "--perms", "0755", "--dir", sandbox.ExtraPath)
+		a = append(a, "--perms", "0755", "--dir", domain.ExtraPath)
 		for i, m := range spec.Extra {
 			flag := "--ro-bind-fd"
 			if !m.ReadOnly {
 				flag = "--bind-fd"
 			}
-			dest := sandbox.ExtraPath + "/" + m.Name
+			dest := domain.ExtraPath + "/" + m.Name
 			a = append(a, flag, fd(fds.extra[i]), dest)
 			for j, w := range m.Writable {
 				a = append(a, "--bind-fd", fd(fds.writable[i][j]), sandbox.TargetFor(dest, m.HostPath, w))
@@ -216,13 +226,13 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	}
 	a = append(a, "--perms", "0755", "--dir", "/home")
 	if fds.home >= 0 {
-		a = append(a, "--bind-fd", fd(fds.home), sandbox.HomePath)
+		a = append(a, "--bind-fd", fd(fds.home), domain.HomePath)
 	} else {
-		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10), "--perms", "0700", "--tmpfs", sandbox.HomePath)
+		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10), "--perms", "0700", "--tmpfs", domain.HomePath)
 	}
-	a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", path.Dir(sandbox.SocketPath))
+	a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", path.Dir(domain.SocketPath))
 	if fds.socket >= 0 {
-		a = append(a, "--bind-fd", fd(fds.socket), sandbox.SocketPath)
+		a = append(a, "--bind-fd", fd(fds.socket), domain.SocketPath)
 	}
 	if fds.agent >= 0 {
 		a = append(a,
@@ -234,7 +244,12 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 
 	// Nothing else may be created at the root once the view is built.
 	a = append(a, "--remount-ro", "/")
-	a = append(a, "--info-fd", fd(fds.info), "--block-fd", fd(fds.block), "--chdir", sandbox.GroupPath, "--")
+	// bwrap loads the filter (after no_new_privs) into the namespace's
+	// init and the command, right before exec.
+	if !b.baseline {
+		a = append(a, "--seccomp", fd(fds.seccomp))
+	}
+	a = append(a, "--info-fd", fd(fds.info), "--block-fd", fd(fds.block), "--chdir", domain.GroupPath, "--")
 	if len(command) == 0 {
 		command = b.defaultCommand()
 	}
@@ -266,11 +281,11 @@ func sortedEnvKeys(env map[string]string) []string {
 // maskArgs hides hostPath at dest: an empty read-only tmpfs over a directory,
 // /dev/null over anything else. A path gone since it was listed needs nothing.
 func maskArgs(dest, hostPath string) []string {
-	fi, err := os.Lstat(hostPath)
+	dir, ok := sandbox.MaskDir(hostPath)
 	switch {
-	case err != nil:
+	case !ok:
 		return nil
-	case fi.IsDir():
+	case dir:
 		return []string{"--perms", "0555", "--tmpfs", dest, "--remount-ro", dest}
 	default:
 		return []string{"--ro-bind", "/dev/null", dest}

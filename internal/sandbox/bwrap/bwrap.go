@@ -1,20 +1,17 @@
 // Package bwrap runs one agent invocation inside a bubblewrap sandbox with the
 // view described in DESIGN.md ("Sandbox contract").
 //
-// Limits: wall time and output size are enforced by the host; memory (RLIMIT_AS),
-// process count (RLIMIT_NPROC), file size, open files and core dumps are rlimits
-// the host sets with prlimit(2) on bwrap's namespace init while it waits on
-// --block-fd, before the command is forked (see release), because cgroups are
-// not available to an unprivileged user on every host. RLIMIT_NPROC is counted per user
-// namespace (Linux ≥ 5.14), but the limit is also applied to the run-as user's
-// total across its sandboxes, so concurrent sandboxes of the same user share it:
-// run bwrap as a dedicated user. RLIMIT_AS is per process and counts address
-// space, not resident memory; a Go program reserves about 800 MiB at start, so
-// keep MemoryBytes at 1 GiB or more for the Go agent.
+// Limits: wall time and output size are enforced by the host. Memory (all
+// processes together, tmpfs, /dev/shm, memfd and SysV shared memory included,
+// no swap on top), processes and CPU time are the limits of a cgroup the host
+// makes for each sandbox (cgroup.go) and moves bwrap's namespace init
+// into while it waits on --block-fd, before the command is forked (see
+// release); every sandboxed process is born in it. No cgroup, no sandbox: New
+// fails when none can be made. File size, open files and core dumps are
+// rlimits set on the init at the same moment.
 //
 // When the agent exits, bwrap leaves its PID-namespace init for the host's PID 1
-// to reap; until then the zombie counts against the run-as user's process
-// limit. The host therefore needs a reaping init (systemd, or docker run --init).
+// to reap; the host is a child subreaper and reaps it itself where it can.
 package bwrap
 
 import (
@@ -34,16 +31,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/seccomp"
 )
 
-// Defaults for rlimits that sandbox.Limits does not carry.
 const (
-	DefaultFileSizeBytes = 1 << 30
-	DefaultOpenFiles     = 1024
-	stderrTail           = 8 << 10
+	stderrTail = 8 << 10
 	// reapWait bounds how long Run waits for the PID namespace to empty after
 	// bwrap itself is gone; the kernel tears it down right away in practice.
 	reapWait = 10 * time.Second
@@ -58,7 +54,8 @@ type Config struct {
 	AgentBin string
 	// RunAsUID and RunAsGID are the host user bwrap runs as; -1 means the host
 	// process's own. A host running as root must name an unprivileged user,
-	// otherwise sandbox uid 1000 would map to root.
+	// otherwise sandbox uid 1000 would map to root: clawpen gives it the
+	// dedicated sandbox user (app.SandboxUser).
 	RunAsUID, RunAsGID int
 	// Command, when non-empty, replaces the agent as the sandboxed command. For
 	// tests and benchmarks only.
@@ -70,10 +67,12 @@ type Config struct {
 	// its parents must be traversable by the run-as user; nothing else may
 	// live there.
 	PinDir string
-	// FileSizeBytes (RLIMIT_FSIZE) and OpenFiles (RLIMIT_NOFILE); 0 = defaults.
-	FileSizeBytes int64
-	OpenFiles     int
-	Logger        *slog.Logger
+	// CgroupName names this host's directory of sandbox cgroups under its
+	// own cgroup (see cgroup.go). A host that keeps its name across
+	// restarts removes what a crash left there; two live hosts must not share
+	// it. Empty: a random name, removed by Close.
+	CgroupName string
+	Logger     *slog.Logger
 }
 
 // Backend runs invocations under bubblewrap.
@@ -83,17 +82,33 @@ type Backend struct {
 	uid, gid   int  // run-as user
 	switchUser bool // the host is root: start bwrap with Credential{uid, gid}
 	host       hostLayout
+	cgroups    *CgroupManager
+	filter     []byte // the seccomp program, built once
 	log        *slog.Logger
 	afterOpen  func()    // test hook: runs after the bind sources are opened
 	sawInit    func(int) // test hook: the host pid of the namespace init
 	// test hook: runs before the limits are set; an error fails the release
 	beforeRelease func() error
+
+	// nobodyView shows groups/global to non-main groups as nobody's (see
+	// globalPin); made on first use.
+	nobodyOnce sync.Once
+	nobodyView *sandbox.IDMap
+	nobodyErr  error
+	// keyringWarn logs once that the host may not create keyrings.
+	keyringWarn sync.Once
+	// baseline: no cgroup, no seccomp filter, no fresh keyring (NewBaseline).
+	baseline bool
 }
 
-// New validates cfg: bwrap and the agent binary must exist, and the
-// run-as user must not be root.
-func New(cfg Config) (*Backend, error) {
-	b := &Backend{cfg: cfg, log: cfg.Logger}
+// New validates cfg: bwrap and the agent binary must exist, the run-as user
+// must not be root, and the host must be able to make sandbox cgroups (the
+// error then says what is missing and how to fix it). Close releases the
+// cgroups.
+func New(cfg Config) (*Backend, error) { return newBackend(cfg, false) }
+
+func newBackend(cfg Config, baseline bool) (*Backend, error) {
+	b := &Backend{cfg: cfg, log: cfg.Logger, baseline: baseline}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -112,7 +127,7 @@ func New(cfg Config) (*Backend, error) {
 	case hostUID == 0:
 		if cfg.RunAsUID <= 0 || cfg.RunAsGID <= 0 {
 			return nil, fmt.Errorf("the host runs as root, so bwrap must run as an unprivileged user " +
-				"(sandbox uid 1000 would otherwise be host root): set the run-as uid and gid to the owner of groups/")
+				"(sandbox uid 1000 would otherwise be host root): set the run-as uid and gid to the dedicated sandbox user")
 		}
 		b.uid, b.gid, b.switchUser = cfg.RunAsUID, cfg.RunAsGID, true
 	default:
@@ -132,11 +147,21 @@ func New(cfg Config) (*Backend, error) {
 		}
 	}
 	b.host = probeHost()
+	if !baseline {
+		cg, err := OpenCgroups(CgroupConfig{Name: cfg.CgroupName})
+		if err != nil {
+			return nil, fmt.Errorf("bwrap sandboxes cannot be limited, so none will run: %w", err)
+		}
+		b.cgroups = cg
+		b.log.Debug("sandbox cgroups", "where", cg.Describe())
+	}
+	if b.filter, err = seccomp.Program(); err != nil {
+		return nil, err
+	}
 	// bwrap exits without reaping its PID-namespace init, which is then
 	// reparented. As a child subreaper the host gets it and reaps it at once
 	// (nsProcess.reap); otherwise it waits for the host's PID 1, which may be
-	// slow or absent, while every zombie counts against the run-as user's
-	// process limit.
+	// slow or absent, while the zombies pile up in the host's process table.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		b.log.Warn("cannot become child subreaper; sandbox zombies wait for PID 1", "err", err)
 	}
@@ -165,8 +190,33 @@ func (b *Backend) checkAgentBin(p string) error {
 // Name is the backend's name in configuration and logs.
 func (b *Backend) Name() string { return "bwrap" }
 
-// Check runs a trivial sandbox with the same namespaces, user and rlimits as Run
-// and reports why it fails, if it does.
+// Cgroups describes where sandbox cgroups are made (for doctor and logs).
+func (b *Backend) Cgroups() string { return b.cgroups.Describe() }
+
+// CgroupMode is the cgroup version sandbox limits are held in (for /status).
+func (b *Backend) CgroupMode() CgroupMode { return b.cgroups.Mode() }
+
+// Close removes the host's sandbox cgroups (call it once no Run is left).
+func (b *Backend) Close() error {
+	if b.baseline {
+		return nil
+	}
+	return b.cgroups.Close()
+}
+
+// newCgroup makes the cgroup for one sandbox with lim.
+func (b *Backend) newCgroup(lim sandbox.Limits) (*Cgroup, error) {
+	cg, err := b.cgroups.New(cgroupLimits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
+	if err != nil {
+		return nil, fmt.Errorf("make the sandbox's cgroup: %w", err)
+	}
+	return cg, nil
+}
+
+// Check runs a trivial sandbox with the same namespaces, user, cgroup, rlimits,
+// seccomp filter and keyring as Run and reports why it fails, if it does: a
+// filter the kernel refuses, or that is not in force in the sandbox, fails
+// it (ErrSeccomp), so that no agent ever runs without it.
 func (b *Backend) Check(ctx context.Context) error {
 	if b.cfg.AgentBin != "" {
 		if err := b.reachableUnlessPinned("agent binary", b.cfg.AgentBin); err != nil {
@@ -187,13 +237,20 @@ func (b *Backend) Check(ctx context.Context) error {
 	}
 	// --info-fd names the namespace init, which bwrap leaves to us to reap
 	// and which waits on --block-fd until its limits are set, as in Run.
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--block-fd", "4", "--", "/usr/bin/true")
+	// The command prints its own seccomp mode with shell builtins only.
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--block-fd", "4", "--seccomp", "5",
+		"--", "/bin/sh", "-c", `while read -r k v; do case $k in Seccomp:) echo "$v";; esac; done </proc/self/status`)
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := b.command(ctx, args)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	filter, err := dataPipe(b.filter)
+	if err != nil {
+		return fmt.Errorf("seccomp filter pipe: %w", err)
+	}
+	defer filter.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("info pipe: %w", err)
@@ -204,24 +261,32 @@ func (b *Backend) Check(ctx context.Context) error {
 		infoW.Close()
 		return fmt.Errorf("block pipe: %w", err)
 	}
-	cmd.ExtraFiles = []*os.File{infoW, blockR}
+	cmd.ExtraFiles = []*os.File{infoW, blockR, filter}
 	if err := markInheritedCloexec(); err != nil {
 		infoW.Close()
 		blockR.Close()
 		blockW.Close()
 		return err
 	}
-	if n, err := countUserProcesses(b.uid); err == nil && n > sandbox.DefaultLimits.Pids/2 {
-		b.log.Warn("the sandbox user already runs many processes; RLIMIT_NPROC counts them too, so sandboxes may fail to fork: use a dedicated user",
-			"uid", b.uid, "processes", n, "pids_limit", sandbox.DefaultLimits.Pids)
+	cg, err := b.newCgroup(sandbox.DefaultLimits)
+	if err != nil {
+		blockR.Close()
+		blockW.Close()
+		infoW.Close()
+		return err
 	}
-	err = cmd.Start()
+	defer func() {
+		if err := cg.Remove(); err != nil {
+			b.log.Error("remove the check sandbox's cgroup", "err", err)
+		}
+	}()
+	err = b.startInFreshKeyring(cmd)
 	infoW.Close()
 	blockR.Close()
 	if err == nil {
 		ns := watchInit(infoR)
 		if ns != nil {
-			if rerr := b.release(ns, sandbox.DefaultLimits, blockW); rerr != nil {
+			if rerr := b.release(ns, cg, sandbox.DefaultLimits, blockW); rerr != nil {
 				_ = unix.PidfdSendSignal(ns.pidfd, unix.SIGKILL, nil, 0)
 				err = rerr
 			}
@@ -239,12 +304,26 @@ func (b *Backend) Check(ctx context.Context) error {
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "seccomp") {
+			return fmt.Errorf("%w: bubblewrap could not load it: %s (%v)", ErrSeccomp, msg, err)
+		}
 		return fmt.Errorf("bubblewrap cannot create a sandbox as uid %d: %s (%w); check that unprivileged user namespaces are enabled "+
 			"(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, and on Ubuntu "+
 			"kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)", b.uid, msg, err)
 	}
+	// 2 is SECCOMP_MODE_FILTER.
+	if mode := strings.TrimSpace(stdout.String()); mode != "2" {
+		return fmt.Errorf("%w: a trivial sandbox runs in seccomp mode %q, not 2 (filter)", ErrSeccomp, mode)
+	}
 	return nil
 }
+
+// ErrSeccomp is why Check fails when the sandbox's seccomp filter cannot be
+// put in place.
+var ErrSeccomp = errors.New("the seccomp filter is not in force")
+
+// FilterSize is the seccomp program's length in BPF instructions.
+func (b *Backend) FilterSize() int { return len(b.filter) / 8 }
 
 // command builds "bwrap <args>" started as the run-as user in its own
 // process group.
@@ -263,8 +342,7 @@ func (b *Backend) command(ctx context.Context, bwrapArgs []string) *exec.Cmd {
 // killer stops a running sandbox. It prefers killing bwrap's PID-namespace init:
 // bwrap then reaps it and exits by itself. Killing bwrap first would orphan the
 // init to the host's PID 1, and a PID 1 that reaps slowly (or never, in a
-// container without an init) leaves zombies that count against the run-as
-// user's process limit.
+// container without an init) leaves zombies piling up.
 type killer struct {
 	cmd *exec.Cmd
 	ns  atomic.Pointer[nsProcess]
@@ -301,7 +379,7 @@ func killGroup(cmd *exec.Cmd) error {
 // the error wraps ctx.Err()); the agent's own failure is a non-zero
 // Result.ExitCode, 128+signal when it was killed.
 func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	return b.run(ctx, spec, nil)
+	return b.run(ctx, spec, spec.Command)
 }
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
@@ -313,32 +391,56 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	}
 	defer p.close()
 
-	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
-	defer cancel()
+	// The wall clock starts when the job is given (a warm sandbox waits
+	// for it first); the clock cancels runCtx, which kills the sandbox.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	clock := time.AfterFunc(lim.Timeout, func() { cancel(sandbox.ErrTimeLimit) })
+	clock.Stop()
+	defer clock.Stop()
+	var unused atomic.Bool
 	cmd := b.command(runCtx, p.args)
 	k := &killer{cmd: cmd}
 	cmd.Cancel = k.kill
 	cmd.ExtraFiles = p.files
-	// The job is written only once the limits are set: should the host die
-	// before, the sandbox reads no job and does nothing.
-	stdin, err := cmd.StdinPipe()
+	// The job (or the owner's input) is written only once the limits are
+	// set: should the host die before, the sandbox reads nothing and does
+	// nothing.
+	io_, err := connect(cmd, spec.Stdio)
 	if err != nil {
-		return res, fmt.Errorf("stdin pipe: %w", err)
+		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return res, fmt.Errorf("stdout pipe: %w", err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return res, fmt.Errorf("stderr pipe: %w", err)
-	}
+	defer io_.close()
 
 	if err := markInheritedCloexec(); err != nil {
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
 	}
+	// The cgroup is made while bwrap builds the view (it costs about as much
+	// as the rest of Run's own work); release waits for it.
+	cgReady := make(chan struct{})
+	var (
+		cg    *Cgroup
+		cgErr error
+	)
+	go func() {
+		defer close(cgReady)
+		if !b.baseline {
+			cg, cgErr = b.newCgroup(lim)
+		}
+	}()
+	// Deferred, so it runs after the namespace has been emptied below; it
+	// kills anything still in the cgroup first.
+	defer func() {
+		<-cgReady
+		if cg == nil {
+			return
+		}
+		if err := cg.Remove(); err != nil {
+			b.log.Error("remove the sandbox's cgroup", "invocation", spec.InvocationID, "err", err)
+		}
+	}()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := b.start(cmd); err != nil {
 		return res, fmt.Errorf("start bwrap: %w", err)
 	}
 	// The child has its copies; drop ours so EOF and the info pipe work.
@@ -346,22 +448,48 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		_ = f.Close()
 	}
 	p.files = nil
+	io_.started()
+	if spec.Stdio != nil && spec.Stdio.Resize != nil && io_.master != nil {
+		resized := make(chan struct{})
+		defer close(resized)
+		go func() {
+			for {
+				select {
+				case sz := <-spec.Stdio.Resize:
+					_ = pty.Setsize(io_.master, &pty.Winsize{Rows: sz.Rows, Cols: sz.Cols})
+				case <-resized:
+					return
+				}
+			}
+		}()
+	}
 	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group, "pid", cmd.Process.Pid)
 	log.Debug("sandbox started")
 
 	// OnLimit runs in a goroutine; limitKilled lets the kill finish before bwrap
 	// is reaped and the pidfd closed, so it cannot hit a reused pid or fd.
 	limitKilled := make(chan struct{})
-	out := &sandbox.CapWriter{W: spec.Stdout, Limit: lim.OutputBytes, OnLimit: func() {
+	outW, errW := spec.Stdout, io.Writer(nil)
+	if spec.Stdio != nil {
+		outW, errW = spec.Stdio.Out, spec.Stdio.Err
+	}
+	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
 		defer close(limitKilled)
 		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
 		_ = k.kill()
 	}}
 	tail := &sandbox.Tail{Max: stderrTail}
+	var errOut io.Writer = tail
+	if errW != nil {
+		errOut = io.MultiWriter(tail, errW)
+	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = io.Copy(out, stdout) }()
-	go func() { defer wg.Done(); _, _ = io.Copy(tail, stderr) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); _, _ = io.Copy(out, io_.stdout) }()
+	if io_.stderr != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = io.Copy(errOut, io_.stderr) }()
+	}
 
 	// bwrap reports the namespace init right after cloning it (or exits,
 	// closing the pipe, when it fails before).
@@ -375,14 +503,36 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		// group; make sure it reaches the namespace too.
 		_ = k.kill()
 	default:
-		if err := b.release(ns, lim, p.block); err != nil {
+		<-cgReady
+		err := cgErr
+		if err == nil {
+			err = b.release(ns, cg, lim, p.block)
+		}
+		if err != nil {
 			setupErr = err
 			_ = k.kill()
 		} else {
-			go func() {
-				_, _ = stdin.Write(spec.Stdin)
-				_ = stdin.Close()
-			}()
+			if spec.Stdio != nil {
+				// Not waited for: the owner's input may never end; the
+				// copy stops at its first write after the sandbox is gone.
+				clock.Reset(lim.Timeout)
+				go func() {
+					_, _ = io.Copy(io_.stdin, spec.Stdio.In)
+					io_.closeStdin()
+				}()
+			} else {
+				go func() {
+					defer io_.closeStdin()
+					job, err := spec.WaitJob(runCtx)
+					if err != nil {
+						unused.Store(true)
+						cancel(err)
+						return
+					}
+					clock.Reset(lim.Timeout)
+					_, _ = io_.stdin.Write(job)
+				}()
+			}
 		}
 	}
 	wg.Wait()
@@ -410,6 +560,9 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	res.Stderr = tail.String()
 	res.OutputTruncated = out.Truncated()
 	res.ExitCode = exitCode(cmd.ProcessState)
+	if unused.Load() {
+		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, context.Cause(runCtx))
+	}
 	if runCtx.Err() != nil {
 		res.TimedOut = true
 	}
@@ -420,6 +573,11 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
 	}
 	if setupErr != nil {
+		// An init that died building the view (and so before its cgroup and
+		// limits) leaves bwrap's own reason, the more useful one.
+		if msg, ok := bwrapFailure(res.Stderr); ok {
+			return res, fmt.Errorf("bubblewrap could not build the sandbox: %s (%w)", msg, setupErr)
+		}
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, setupErr)
 	}
 	if waitErr != nil && cmd.ProcessState == nil {
@@ -520,27 +678,6 @@ func (n *nsProcess) reap() {
 	}
 }
 
-// countUserProcesses counts the host processes (zombies included) whose real
-// uid is uid.
-func countUserProcesses(uid int) (int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, fmt.Errorf("list processes: %w", err)
-	}
-	n := 0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		// /proc/<pid> is owned by the process's effective uid; close enough.
-		if err := syscall.Stat("/proc/"+e.Name(), &st); err == nil && int(st.Uid) == uid {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // pinning reports whether bind sources are pinned before each run.
 func (b *Backend) pinning() bool { return b.switchUser && b.cfg.PinDir != "" }
 
@@ -552,8 +689,8 @@ func (b *Backend) reachableUnlessPinned(what, hostPath string) error {
 }
 
 // RawCommand is bwrap with exactly Run's command line and descriptors for
-// spec, without Run's work around it (limits, output cap, namespace reaping):
-// the baseline `clawpen bench` compares Run against. The namespace init does
+// spec, without Run's work around it (cgroup, limits, output cap, namespace reaping):
+// the baseline clawpen-bench compares Run against. The namespace init does
 // not wait for limits (its --block-fd is closed at once). The caller runs the
 // command, reaps the namespace init bwrap leaves behind, then calls done.
 func (b *Backend) RawCommand(spec sandbox.Spec, command ...string) (cmd *exec.Cmd, done func(), err error) {
@@ -570,4 +707,18 @@ func (b *Backend) RawCommand(spec sandbox.Spec, command ...string) (cmd *exec.Cm
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.gid), Groups: []uint32{}}}
 	}
 	return cmd, p.close, nil
+}
+
+// Fingerprint names the agent binary and bwrap as they are on disk now: a
+// rebuilt binary makes sandboxes started before it stale.
+func (b *Backend) Fingerprint(context.Context) (string, error) {
+	var sb strings.Builder
+	for _, p := range []string{b.cfg.AgentBin, b.bwrap} {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return "", fmt.Errorf("fingerprint %s: %w", p, err)
+		}
+		fmt.Fprintf(&sb, "%s:%d:%d:%d:%d.%d;", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	}
+	return sb.String(), nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
@@ -105,6 +106,10 @@ func TestView(t *testing.T) {
 			wantOut: "bin\ndev\netc\nhome\nlib\nlib64\nproc\nrun\nsbin\ntmp\nusr\nworkspace\n" +
 				"/home:\nagent\n\n/run:\nclawpen\n\n/run/clawpen:\n\n/workspace:\nglobal\ngroup\n"},
 		{name: "own pid namespace", script: "echo $$; cat /proc/1/comm", wantOut: "2\nbwrap\n"},
+		// The namespace's init too: it could otherwise be made to do what
+		// the command may not.
+		{name: "seccomp filter", script: "grep -h ^Seccomp: /proc/self/status /proc/1/status | tr -s '\t ' ' '", wantOut: "Seccomp: 2\nSeccomp: 2\n"},
+		{name: "proc keys hidden", script: "cat /proc/keys 2>/dev/null | wc -c", wantOut: "0\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,8 +229,8 @@ func TestHostSocketIsBound(t *testing.T) {
 	f := newFixture(t, nil)
 	uid, gid := runAs()
 	// The real host socket: 0600, owned by the sandbox user.
-	srv, err := hostsock.Listen(f.sock, uid, gid, hostsock.Identity{Group: "team", InvocationID: "test"}, hostsock.Config{
-		IPC: func(_ context.Context, id hostsock.Identity, op string, body []byte) (int, any) {
+	srv, err := hostsock.Listen(f.sock, uid, gid, domain.Caller{Group: "team", Run: "test"}, hostsock.Config{
+		IPC: func(_ context.Context, id domain.Caller, op string, body []byte) (int, any) {
 			return http.StatusOK, map[string]string{"group": id.Group, "op": op, "body": string(body)}
 		},
 	})
@@ -313,6 +318,23 @@ func TestSymlinkSwapAfterOpen(t *testing.T) {
 	o = f.sh(t, f.spec(), "ls /workspace/group")
 	require.Error(t, o.err)
 	assert.Contains(t, o.err.Error(), "symlinks are not followed")
+}
+
+// TestSymlinkAboveSourceRefused: a bind source whose parent was swapped for
+// a symlink since it was resolved, to another group's folder or to /etc, is
+// refused, not bound (pinned on a root host, opened otherwise).
+func TestSymlinkAboveSourceRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	require.NoError(t, os.Symlink(filepath.Dir(f.other), filepath.Join(f.base, "swapped")))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(f.base, "etc")))
+	for _, dir := range []string{filepath.Join(f.base, "swapped", "other"), filepath.Join(f.base, "etc", "ssl")} {
+		spec := f.spec()
+		spec.GroupDir = dir
+		o := f.sh(t, spec, "ls /workspace/group")
+		require.Error(t, o.err, dir)
+		assert.Contains(t, o.err.Error(), "not followed", dir)
+		assert.Empty(t, o.stdout, dir)
+	}
 }
 
 func TestUnreachableSourceIsClearError(t *testing.T) {
@@ -418,9 +440,10 @@ func TestOutputCapKills(t *testing.T) {
 	assert.NotEqual(t, 0, o.res.ExitCode)
 }
 
+// The process limit is the sandbox's own (its cgroup), whoever else runs as
+// the same user.
 func TestProcessLimit(t *testing.T) {
-	f := newFixture(t, dedicatedUser(41001))
-	requireQuietUser(t, f)
+	f := newFixture(t, nil)
 	m := marker(t)
 	spec := f.spec()
 	spec.Limits.Pids = 16
@@ -437,8 +460,7 @@ func TestProcessLimit(t *testing.T) {
 }
 
 func TestForkBombContained(t *testing.T) {
-	f := newFixture(t, dedicatedUser(41002))
-	requireQuietUser(t, f)
+	f := newFixture(t, nil)
 	m := marker(t)
 	spec := f.spec()
 	spec.Limits.Pids = 32
@@ -456,11 +478,11 @@ func TestMemoryLimit(t *testing.T) {
 	f := newFixture(t, nil)
 	spec := f.spec()
 	spec.Limits.MemoryBytes = 64 << 20
-	// tail keeps a newline-free stream in memory until it ends.
-	o := f.sh(t, spec, "head -c 500000000 /dev/zero | tail -n 1 | wc -c")
+	// tail keeps a newline-free stream in memory until it ends; the cgroup's
+	// OOM killer stops it, and the shell goes on.
+	o := f.sh(t, spec, "head -c 500000000 /dev/zero | tail -n 1 | wc -c; echo after")
 	require.NoError(t, o.err)
-	assert.Contains(t, o.res.Stderr, "memory exhausted")
-	assert.Equal(t, "0\n", o.stdout)
+	assert.Equal(t, "0\nafter\n", o.stdout)
 }
 
 func TestArgs(t *testing.T) {
@@ -468,14 +490,16 @@ func TestArgs(t *testing.T) {
 	u, g := runAs()
 	b, err := New(Config{RunAsUID: u, RunAsGID: g, AgentBin: "/usr/bin/true"})
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	spec := sandbox.Spec{
 		GroupDir: "/g", GlobalDir: "/gl", SessionDir: "/s", SocketPath: "/sock",
 		Extra:  []sandbox.Mount{{HostPath: "/x", Name: "x", ReadOnly: true}, {HostPath: "/y", Name: "y"}},
 		Env:    map[string]string{"B": "2", "A": "1", "PATH": "/evil"},
-		Limits: sandbox.Limits{TmpBytes: 1234},
+		Limits: sandbox.Limits{TmpBytes: 1234, ShmBytes: 5678},
 	}
 	args := strings.Join(b.Args(spec, "/bin/true"), " ")
 	for _, want := range []string{
+		"--dev /dev --size 5678 --perms 1777 --tmpfs /dev/shm --remount-ro /dev",
 		"--unshare-all --unshare-user --disable-userns --die-with-parent --new-session --cap-drop ALL --uid 1000 --gid 1000 --hostname clawpen --clearenv",
 		"--setenv A 1 --setenv B 2 --setenv HOME /home/agent --setenv USER agent --setenv PATH /usr/local/bin:/usr/bin:/bin --ro-bind /usr /usr",
 		"--ro-bind-data 3 /etc/passwd",
@@ -489,7 +513,8 @@ func TestArgs(t *testing.T) {
 		"--ro-bind-fd 13 /opt/clawpen/bin/clawpen-agent",
 		"--ro-bind-fd 14 /workspace/extra/x",
 		"--bind-fd 15 /workspace/extra/y",
-		"--remount-ro / --info-fd 7 --block-fd 8 --chdir /workspace/group -- /bin/true",
+		"--proc /proc --dev /dev --size 5678 --perms 1777 --tmpfs /dev/shm --remount-ro /dev --ro-bind /dev/null /proc/keys",
+		"--remount-ro / --seccomp 16 --info-fd 7 --block-fd 8 --chdir /workspace/group -- /bin/true",
 	} {
 		assert.Contains(t, args, want)
 	}
@@ -611,4 +636,34 @@ func TestCheckLeavesNoZombie(t *testing.T) {
 	for _, line := range strings.Split(string(out), "\n") {
 		assert.False(t, strings.HasPrefix(line, "Z") && strings.Contains(line, "bwrap"), "zombie child: %q", line)
 	}
+}
+
+// A root host shows groups/global to a non-main group as nobody's, through
+// an idmapped pin (it belongs to the sandbox user, which every sandbox runs
+// as), and to main as its own; its binds are nosuid,nodev, as is every
+// writable tree the sandbox sees.
+func TestGlobalNobodysToNonMainAndBindsNosuid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pinning needs root")
+	}
+	f := newFixture(t, nil)
+	f.b.cfg.PinDir = filepath.Join(f.base, "pins")
+	script := `stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group
+for m in /workspace/group /workspace/global /home/agent /tmp /dev; do echo "$m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done`
+	o := f.sh(t, f.spec(), script)
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	require.Len(t, lines, 8, o.stdout)
+	assert.Equal(t, []string{"65534", "65534", "1000"}, lines[:3], "global is nobody's to a non-main group")
+	for _, l := range lines[3:] {
+		opts := strings.Split(strings.Fields(l + " -")[1], ",")
+		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
+	}
+
+	spec := f.spec()
+	spec.IsMain, spec.GlobalWritable = true, true
+	o = f.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
+	require.NoError(t, o.err)
+	assert.Equal(t, "1000\nWROTE\n", o.stdout, "main owns and writes global")
 }

@@ -11,17 +11,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/sandbox"
-	"github.com/clawpen/clawpen/internal/sandbox/pin"
 )
 
 // prepared is one invocation's command line and the files it refers to.
 type prepared struct {
 	args  []string
-	files []*os.File // ExtraFiles: files[i] is fd 3+i in bwrap
-	info  *os.File   // read end of the --info-fd pipe
-	block *os.File   // write end of the --block-fd pipe
-	pins  *pin.Set   // staging binds of the sources, when pinning
+	files []*os.File      // ExtraFiles: files[i] is fd 3+i in bwrap
+	info  *os.File        // read end of the --info-fd pipe
+	block *os.File        // write end of the --block-fd pipe
+	pins  *sandbox.PinSet // staging binds of the sources, when pinning
 }
 
 // close releases every descriptor the host still holds.
@@ -58,7 +58,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	}()
 
 	for _, f := range etcFiles {
-		r, err := dataPipe(f.content)
+		r, err := dataPipe([]byte(f.content))
 		if err != nil {
 			return nil, fmt.Errorf("synthesise %s: %w", f.dest, err)
 		}
@@ -78,7 +78,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	p.files = append(p.files, blockR)
 
 	if b.pinning() {
-		if p.pins, err = pin.NewSet(b.cfg.PinDir, spec.InvocationID); err != nil {
+		if p.pins, err = sandbox.NewPinSet(b.cfg.PinDir, spec.InvocationID); err != nil {
 			return nil, err
 		}
 	}
@@ -86,7 +86,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 		if p.pins != nil {
 			// Reachable for the sandbox user wherever the original lives,
 			// and fixed to what the path names now.
-			staged, err := p.pins.Add(hostPath)
+			staged, err := b.pinSource(p.pins, spec, what, hostPath)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
@@ -103,7 +103,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 		return nil, err
 	}
 	if spec.GlobalDir != "" {
-		if err := open("global folder", spec.GlobalDir, true); err != nil {
+		if err := open(globalFolder, spec.GlobalDir, true); err != nil {
 			return nil, err
 		}
 	}
@@ -132,6 +132,13 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 			}
 		}
 	}
+	// A pipe per run: bwrap reads the program to EOF, and two bwraps
+	// reading one shared descriptor would share its offset.
+	filter, err := dataPipe(b.filter)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp filter pipe: %w", err)
+	}
+	p.files = append(p.files, filter)
 	if len(p.files) != layout.count {
 		return nil, fmt.Errorf("internal error: opened %d files, layout has %d", len(p.files), layout.count)
 	}
@@ -143,23 +150,50 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	return p, nil
 }
 
+const globalFolder = "global folder"
+
+// pinSource pins one bind source. groups/global belongs to the sandbox
+// user, which every sandbox runs as; main alone writes it, so a non-main
+// group sees it read-only and as nobody's, through an idmapped pin: its
+// sandbox owns nothing there, even were the read-only bind lost. Where an
+// idmapped mount cannot be made (an old kernel, a filesystem without
+// support) it falls back to a plain pin, read-only all the same, and says so.
+func (b *Backend) pinSource(set *sandbox.PinSet, spec sandbox.Spec, what, hostPath string) (string, error) {
+	if what != globalFolder || spec.GlobalWritable {
+		return set.Add(hostPath)
+	}
+	b.nobodyOnce.Do(func() { b.nobodyView, b.nobodyErr = sandbox.NewIDMap(b.uid, b.gid, sandbox.Nobody, sandbox.Nobody) })
+	err := b.nobodyErr
+	if err == nil {
+		staged, perr := set.AddWith(hostPath, sandbox.PinOptions{IDMap: b.nobodyView, ReadOnly: true})
+		if perr == nil {
+			return staged, nil
+		}
+		err = perr
+	}
+	b.log.Warn("groups/global is shown to a non-main group as its own (read-only): no idmapped pin", "err", err)
+	return set.Add(hostPath)
+}
+
 // dataPipe returns the read end of a pipe already holding content; the content
-// must fit the pipe buffer (the synthesised /etc files are tiny).
-func dataPipe(content string) (*os.File, error) {
+// must fit the pipe buffer (the synthesised /etc files are tiny, the seccomp
+// program at most a page).
+func dataPipe(content []byte) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	if _, err := w.WriteString(content); err != nil {
+	if _, err := w.Write(content); err != nil {
 		_ = r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// openSource opens a bind source with O_PATH|O_NOFOLLOW: the sandbox gets exactly
-// the inode checked here even if the path is swapped for a symlink afterwards.
+// openSource opens a bind source with O_PATH, with no symlink in any component
+// (hostPath is resolved: a symlink in it now was swapped in since): the sandbox
+// gets exactly the inode checked here even if the path is swapped afterwards.
 func (b *Backend) openSource(what, hostPath string, dir bool) (*os.File, error) {
 	if !filepath.IsAbs(hostPath) {
 		return nil, fmt.Errorf("%s %q is not an absolute path", what, hostPath)
@@ -168,16 +202,16 @@ func (b *Backend) openSource(what, hostPath string, dir bool) (*os.File, error) 
 	if err := b.reachable(what, hostPath); err != nil {
 		return nil, err
 	}
-	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	flags := unix.O_PATH | unix.O_NOFOLLOW
 	if dir {
 		flags |= unix.O_DIRECTORY
 	}
-	fd, err := unix.Open(hostPath, flags, 0)
+	fd, err := beneath.Open(hostPath, flags, 0)
 	if err != nil {
-		if dir && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+		if dir && errors.Is(err, unix.ENOTDIR) {
 			return nil, fmt.Errorf("%s %s is not a directory (symlinks are not followed)", what, hostPath)
 		}
-		return nil, fmt.Errorf("open %s %s: %w", what, hostPath, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	f := os.NewFile(uintptr(fd), hostPath)
 	var st unix.Stat_t

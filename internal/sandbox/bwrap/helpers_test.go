@@ -36,16 +36,6 @@ func requireBwrap(t testing.TB) {
 	}
 }
 
-// dedicatedUser gives a test its own run-as uid (root only), so process counts
-// of other sandboxes running meanwhile cannot disturb a process-limit test.
-func dedicatedUser(uid int) func(*Config) {
-	return func(c *Config) {
-		if os.Getuid() == 0 {
-			c.RunAsUID, c.RunAsGID = uid, uid
-		}
-	}
-}
-
 func runAs() (int, int) {
 	if os.Getuid() == 0 {
 		return sandboxUID, sandboxGID
@@ -103,6 +93,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 
 	b, err := New(cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	f.b = b
 	return f
 }
@@ -176,26 +167,4 @@ func processesWith(t testing.TB, s string) []string {
 		}
 	}
 	return pids
-}
-
-// requireQuietUser skips tests of process limits unless bwrap runs as a
-// dedicated user, then waits until that user has no processes left: RLIMIT_NPROC
-// also caps the user's total on the host.
-func requireQuietUser(t testing.TB, f *fixture) {
-	t.Helper()
-	if !f.b.switchUser {
-		t.Skip("process limits are tested with a dedicated run-as user (run the tests as root)")
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n, err := countUserProcesses(f.uid)
-		require.NoError(t, err)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Skipf("uid %d still has %d processes; the process-limit test needs it idle", f.uid, n)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

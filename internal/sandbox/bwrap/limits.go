@@ -18,44 +18,45 @@ type rlimit struct {
 	value    uint64
 }
 
-func (b *Backend) rlimits(lim sandbox.Limits) []rlimit {
-	fsize := b.cfg.FileSizeBytes
-	if fsize <= 0 {
-		fsize = DefaultFileSizeBytes
-	}
-	nofile := b.cfg.OpenFiles
-	if nofile <= 0 {
-		nofile = DefaultOpenFiles
-	}
+// rlimits are what the cgroup does not cover. Memory and processes are the
+// cgroup's alone: RLIMIT_AS counted address space per process (several
+// processes, tmpfs, memfd and SysV shm went past it) and broke programs that
+// reserve address space without using it (Go, V8, the JVM); RLIMIT_NPROC
+// counted the run-as user's processes in every sandbox together.
+func (b *Backend) rlimits() []rlimit {
 	return []rlimit{
-		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(lim.Pids)},
-		{"RLIMIT_AS", unix.RLIMIT_AS, uint64(lim.MemoryBytes)},
-		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(fsize)},
-		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(nofile)},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, sandbox.FileSizeLimit},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, sandbox.OpenFilesLimit},
 		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0},
 	}
 }
 
-// release sets the sandbox's rlimits on bwrap's namespace init and then lets
-// it go on. The init has built the view and waits on --block-fd before it
-// forks the command, so every sandboxed process inherits the limits; setting
-// them from here with prlimit(2) saves exec'ing prlimit(1) before bwrap
-// (about 1.5 ms a run). Limits are only ever lowered, to at most the init's
-// current hard limit, so no capability is needed (see asRunAsUser).
+// release moves bwrap's namespace init into the sandbox's cgroup, sets its
+// rlimits, and then lets it go on. The init has built the view and waits on
+// --block-fd before it forks the command, so every sandboxed process is born
+// in the cgroup and inherits the rlimits; setting them from here with
+// prlimit(2) saves exec'ing prlimit(1) before bwrap (about 1.5 ms a run).
+// Rlimits are only ever lowered, to at most the init's current hard limit, so
+// no capability is needed (see asRunAsUser).
 //
 // On error the caller must kill the sandbox before closing block: an init that
 // read EOF there would go on without its limits.
-func (b *Backend) release(ns *nsProcess, lim sandbox.Limits, block *os.File) error {
+func (b *Backend) release(ns *nsProcess, cg *Cgroup, lim sandbox.Limits, block *os.File) error {
 	if b.beforeRelease != nil {
 		if err := b.beforeRelease(); err != nil {
 			return err
 		}
 	}
-	if err := b.asRunAsUser(func() error { return b.setLimits(ns, lim) }); err != nil {
+	if !b.baseline {
+		if err := cg.Attach(ns.pid); err != nil {
+			return fmt.Errorf("put the sandbox in its cgroup: %w", err)
+		}
+	}
+	if err := b.asRunAsUser(func() error { return b.setLimits(ns) }); err != nil {
 		return err
 	}
 	// The pid was checked against the pidfd when the init was found; had the
-	// init died since, the limits might have gone to a reused pid.
+	// init died since, the cgroup and limits might have gone to a reused pid.
 	if ns.exited() {
 		return errors.New("the sandbox's namespace init exited before its limits were set")
 	}
@@ -65,8 +66,8 @@ func (b *Backend) release(ns *nsProcess, lim sandbox.Limits, block *os.File) err
 	return nil
 }
 
-func (b *Backend) setLimits(ns *nsProcess, lim sandbox.Limits) error {
-	for _, l := range b.rlimits(lim) {
+func (b *Backend) setLimits(ns *nsProcess) error {
+	for _, l := range b.rlimits() {
 		var cur unix.Rlimit
 		if err := unix.Prlimit(ns.pid, l.resource, nil, &cur); err != nil {
 			return fmt.Errorf("read %s of the sandbox: %w", l.name, err)
@@ -122,9 +123,17 @@ func (b *Backend) asRunAsUser(f func() error) error {
 	return <-done
 }
 
-// exited reports, without waiting, whether the process has exited.
+// exited reports, without waiting, whether the process has exited. A poll
+// interrupted by a signal (the Go runtime's preemption signal, under load) is
+// asked again: taken as "exited" it failed a healthy sandbox. Any other error
+// counts as exited, which refuses the run.
 func (n *nsProcess) exited() bool {
 	fds := []unix.PollFd{{Fd: int32(n.pidfd), Events: unix.POLLIN}}
-	nready, err := unix.Poll(fds, 0)
-	return err != nil || nready > 0
+	for {
+		nready, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err != nil || nready > 0
+	}
 }

@@ -1,8 +1,12 @@
 package bwrap
 
 import (
+	"bufio"
+	"context"
 	"errors"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,19 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The command sees its limits from its first instruction: the host sets them
-// on the namespace init before it forks the command.
+// The command sees its rlimits from its first instruction: the host sets them
+// on the namespace init before it forks the command. Memory and processes are
+// the cgroup's (TestCgroupLimitsReadBackFromInside), not rlimits: address
+// space stays unlimited so that programs reserving it still start.
 func TestLimitsInPlaceWhenCommandStarts(t *testing.T) {
 	f := newFixture(t, nil)
 	spec := f.spec()
-	spec.Limits.Pids = 77
-	spec.Limits.MemoryBytes = 600 << 20
 	o := f.cmd(t, spec, "/bin/cat", "/proc/self/limits")
 	require.NoError(t, o.err)
 	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
 	want := map[string]string{ // soft and hard
-		"Max processes":      "77 77",
-		"Max address space":  "629145600 629145600",
+		"Max address space":  "unlimited unlimited",
 		"Max open files":     "1024 1024",
 		"Max core file size": "0 0",
 		"Max file size":      "1073741824 1073741824",
@@ -57,4 +60,115 @@ func TestReleaseFailureRunsNothing(t *testing.T) {
 	o = f.sh(t, f.spec(), "echo alive")
 	require.NoError(t, o.err)
 	assert.Equal(t, "alive\n", o.stdout)
+}
+
+// From inside a real sandbox: /proc/self/cgroup names the sandbox's cgroup
+// (relative to the host's own, the root of the sandbox's cgroup namespace);
+// the files the host made there hold the spec's limits while the sandbox
+// runs, with every sandboxed process in it; after the run it is gone.
+func TestCgroupLimitsReadBackFromInside(t *testing.T) {
+	f := newFixture(t, nil)
+	spec := f.spec()
+	spec.Limits.MemoryBytes = 300 << 20
+	spec.Limits.Pids = 77
+	spec.Limits.CPUs = 0.5
+	pr, pw := io.Pipe()
+	spec.Stdout = pw
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := f.b.run(context.Background(), spec, []string{"/bin/sh", "-c",
+			"cat /proc/self/cgroup; echo READY; while [ ! -e /workspace/group/go ]; do sleep 0.02; done; echo finished"})
+		_ = pw.Close()
+		done <- outcome{res: res, err: err}
+	}()
+	inside := map[string]string{} // controller → path, as the sandbox sees it
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && sc.Text() != "READY" {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		require.Len(t, parts, 3, sc.Text())
+		for _, c := range strings.Split(parts[1], ",") {
+			inside[c] = parts[2]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Logf("inside: %v", inside)
+
+	own, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	hostDir := func(ctrl string) string {
+		for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			for _, c := range strings.Split(parts[1], ",") {
+				if c == ctrl {
+					p, ok := inside[ctrl]
+					require.True(t, ok, "the sandbox does not see its %s cgroup", ctrl)
+					rel := path.Join(parts[2], p)
+					if ctrl == "" {
+						return filepath.Join("/sys/fs/cgroup", rel)
+					}
+					return filepath.Join("/sys/fs/cgroup", ctrl, rel)
+				}
+			}
+		}
+		t.Fatalf("the host has no %q cgroup", ctrl)
+		return ""
+	}
+	read := func(dir, file string) string {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	var dirs []string
+	if f.b.cgroups.Mode() == CgroupV2 {
+		d := hostDir("")
+		dirs = append(dirs, d)
+		assert.Equal(t, "314572800", read(d, "memory.max"))
+		assert.Equal(t, "77", read(d, "pids.max"))
+		assert.Equal(t, "50000 100000", read(d, "cpu.max"))
+	} else {
+		mem, pids, cpu := hostDir("memory"), hostDir("pids"), hostDir("cpu")
+		dirs = append(dirs, mem, pids, cpu)
+		assert.Equal(t, "314572800", read(mem, "memory.limit_in_bytes"))
+		if _, err := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); err == nil {
+			assert.Equal(t, "314572800", read(mem, "memory.memsw.limit_in_bytes"), "no swap on top")
+		}
+		assert.Equal(t, "77", read(pids, "pids.max"))
+		assert.Equal(t, "50000", read(cpu, "cpu.cfs_quota_us"))
+		assert.Equal(t, "100000", read(cpu, "cpu.cfs_period_us"))
+	}
+	for _, d := range dirs {
+		assert.Contains(t, d, "/sb-", "a sandbox cgroup, not the host's")
+		// The namespace init, sh and the sleep loop's processes.
+		assert.GreaterOrEqual(t, len(strings.Fields(read(d, "cgroup.procs"))), 2, d)
+	}
+
+	require.NoError(t, os.WriteFile(filepath.Join(f.group, "go"), nil, 0o644))
+	o := <-done
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	for _, d := range dirs {
+		assert.NoDirExists(t, d, "the sandbox's cgroup is removed after the run")
+	}
+}
+
+// A backend that cannot make cgroups refuses to exist: nothing runs without
+// its limits.
+func TestNoCgroupNoBackend(t *testing.T) {
+	requireBwrap(t)
+	u, g := runAs()
+	_, err := New(Config{RunAsUID: u, RunAsGID: g, AgentBin: "/usr/bin/true", CgroupName: "../escape"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no cgroup for sandboxes")
+}
+
+// When a run's cgroup cannot be made (here: the host's cgroup directory is
+// gone), the sandbox is killed before its command runs.
+func TestCgroupFailureRunsNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	require.NoError(t, f.b.cgroups.Close())
+	o := f.sh(t, f.spec(), "echo ran > /workspace/group/ran")
+	require.Error(t, o.err)
+	assert.Contains(t, o.err.Error(), "make the sandbox's cgroup")
+	_, err := os.Stat(filepath.Join(f.group, "ran"))
+	assert.True(t, os.IsNotExist(err), "the command ran without its cgroup")
 }

@@ -1,13 +1,16 @@
 package docker
 
 import (
-	"os"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -26,9 +29,6 @@ const (
 // sandboxPATH is the only PATH the agent gets.
 const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
 
-// DefaultNanoCPUs is one CPU.
-const DefaultNanoCPUs = 1_000_000_000
-
 // logMaxSize bounds what the engine keeps of a container's output on disk; the
 // host reads the output through the attach stream, not from the log.
 const logMaxSize = "1m"
@@ -39,6 +39,9 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if b.seccomp == "" {
+		return nil, nil, errors.New("no seccomp profile: the backend was not made by New")
+	}
 	lim := spec.Limits.WithDefaults()
 
 	env := make([]string, 0, len(spec.Env)+3)
@@ -48,7 +51,7 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		}
 		env = append(env, k+"="+spec.Env[k])
 	}
-	env = append(env, "HOME="+sandbox.HomePath, "USER=agent", "PATH="+sandboxPATH)
+	env = append(env, "HOME="+domain.HomePath, "USER=agent", "PATH="+sandboxPATH)
 
 	if len(command) == 0 {
 		command = b.defaultCommand()
@@ -60,12 +63,13 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		Env:          env,
 		Entrypoint:   command[:1],
 		Cmd:          command[1:],
-		WorkingDir:   sandbox.GroupPath,
+		WorkingDir:   domain.GroupPath,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		OpenStdin:    true,
 		StdinOnce:    true, // closing our side of stdin gives the agent EOF
+		Tty:          spec.Stdio != nil && spec.Stdio.TTY,
 		Labels:       b.labels(spec),
 		// Not NetworkDisabled: the engine then skips the network namespace
 		// altogether and the container would share the host's. NetworkMode
@@ -76,44 +80,49 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		cfg.Cmd = []string{}
 	}
 
+	var unbindable []error
 	bind := func(src, dst string, ro bool) mount.Mount {
+		engineSrc, err := b.hostPath(src)
+		if err != nil {
+			unbindable = append(unbindable, err)
+		}
 		return mount.Mount{
 			Type:        mount.TypeBind,
-			Source:      b.hostPath(src),
+			Source:      engineSrc,
 			Target:      dst,
 			ReadOnly:    ro,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate},
 		}
 	}
-	mounts := []mount.Mount{bind(spec.GroupDir, sandbox.GroupPath, false)}
+	mounts := []mount.Mount{bind(spec.GroupDir, domain.GroupPath, false)}
 	if spec.GlobalDir != "" {
-		mounts = append(mounts, bind(spec.GlobalDir, sandbox.GlobalPath, !spec.GlobalWritable))
+		mounts = append(mounts, bind(spec.GlobalDir, domain.GlobalPath, !spec.GlobalWritable))
 	}
 	tmpfs := map[string]string{
 		"/tmp": "rw,nosuid,nodev,mode=1777,size=" + strconv.FormatInt(lim.TmpBytes, 10),
 	}
 	if spec.SessionDir != "" {
-		mounts = append(mounts, bind(spec.SessionDir, sandbox.HomePath, false))
+		mounts = append(mounts, bind(spec.SessionDir, domain.HomePath, false))
 	} else {
 		// Like bwrap: a private, throw-away home when the host keeps no session.
-		tmpfs[sandbox.HomePath] = "rw,nosuid,nodev,mode=0700,uid=" + strconv.Itoa(sandbox.UID) +
+		tmpfs[domain.HomePath] = "rw,nosuid,nodev,mode=0700,uid=" + strconv.Itoa(sandbox.UID) +
 			",gid=" + strconv.Itoa(sandbox.GID) + ",size=" + strconv.FormatInt(lim.TmpBytes, 10)
 	}
 	if spec.SocketPath != "" {
-		mounts = append(mounts, bind(spec.SocketPath, sandbox.SocketPath, false))
+		mounts = append(mounts, bind(spec.SocketPath, domain.SocketPath, false))
 	}
 	for _, m := range spec.Extra {
-		dest := sandbox.ExtraPath + "/" + m.Name
+		dest := domain.ExtraPath + "/" + m.Name
 		mounts = append(mounts, bind(m.HostPath, dest, m.ReadOnly))
 		for _, w := range m.Writable {
 			mounts = append(mounts, bind(w, sandbox.TargetFor(dest, m.HostPath, w), false))
 		}
 		// The engine mounts parents before children, so these land on top.
 		for _, mask := range m.Masks {
-			fi, err := os.Lstat(mask)
+			dir, ok := sandbox.MaskDir(mask)
 			switch {
-			case err != nil:
-			case fi.IsDir():
+			case !ok:
+			case dir:
 				mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: sandbox.TargetFor(dest, m.HostPath, mask), ReadOnly: true,
 					TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
 			default:
@@ -123,18 +132,18 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		}
 	}
 
+	if err := errors.Join(unbindable...); err != nil {
+		return nil, nil, err
+	}
+
 	pids := int64(lim.Pids)
 	init := true
-	nano := b.cfg.NanoCPUs
-	if nano <= 0 {
-		nano = DefaultNanoCPUs
-	}
 	host := &container.HostConfig{
 		Mounts:         mounts,
 		Tmpfs:          tmpfs,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + b.seccomp}, // the profile's JSON, not a path
 		NetworkMode:    "none",
 		IpcMode:        "private",
 		Init:           &init,
@@ -144,11 +153,20 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 			Config: map[string]string{"max-size": logMaxSize, "max-file": "1"},
 		},
 		Runtime: b.cfg.Runtime,
+		// The engine's /dev is a root-owned tmpfs the sandbox user cannot
+		// write; /dev/shm (private IPC) is a tmpfs of ShmSize. The container's
+		// memory cgroup counts tmpfs and shared memory, as bwrap's does.
+		ShmSize: lim.ShmBytes,
 		Resources: container.Resources{
 			Memory:     lim.MemoryBytes,
 			MemorySwap: lim.MemoryBytes, // equal: no swap on top
-			NanoCPUs:   nano,
+			NanoCPUs:   int64(lim.CPUs*1e9 + 0.5),
 			PidsLimit:  &pids,
+			Ulimits: []*container.Ulimit{
+				{Name: "fsize", Soft: sandbox.FileSizeLimit, Hard: sandbox.FileSizeLimit},
+				{Name: "nofile", Soft: sandbox.OpenFilesLimit, Hard: sandbox.OpenFilesLimit},
+				{Name: "core", Soft: 0, Hard: 0},
+			},
 		},
 	}
 	return cfg, host, nil
@@ -169,11 +187,17 @@ func (b *Backend) defaultCommand() []string {
 	return []string{AgentPath}
 }
 
-func (b *Backend) hostPath(p string) string {
-	if b.cfg.HostPath == nil {
-		return p
+// hostPath is where the engine finds p, a path of this process (see
+// Config.Root).
+func (b *Backend) hostPath(p string) (string, error) {
+	if b.cfg.HostRoot == "" {
+		return p, nil
 	}
-	return b.cfg.HostPath(p)
+	rel, err := filepath.Rel(b.cfg.Root, p)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("cannot bind %s: it is outside %s (CLAWPEN_ROOT), the only directory this host in a container shares with the Docker engine (as %s)", p, b.cfg.Root, b.cfg.HostRoot)
+	}
+	return filepath.Join(b.cfg.HostRoot, rel), nil
 }
 
 // fixedEnv are variables the sandbox always gets with fixed values.

@@ -3,13 +3,14 @@
 // Spec in and Result out as the bubblewrap backend.
 //
 // Limits: wall time and output size are enforced by the host (the container is
-// killed); memory (no swap on top), process count and CPU are cgroup limits set
-// by the engine. A container outlives a host that crashes, so the host calls
+// killed); memory (no swap on top), process count and CPU (sandbox.Limits) are
+// cgroup limits set by the engine. A container outlives a host that crashes, so the host calls
 // RemoveOrphans at start; every container carries the label clawpen.invocation.
 //
 // Bind sources are paths on the Docker host. When the clawpen host itself runs
-// in a container, its paths differ from the engine's: Config.HostPath translates
-// each bind source (identity by default).
+// in a container, its paths differ from the engine's: Config.Root and
+// Config.HostRoot translate each bind source, and refuse one the engine
+// cannot see.
 package docker
 
 import (
@@ -19,8 +20,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -29,6 +32,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/seccomp"
 )
 
 // DefaultImage is the agent image the host runs unless configured otherwise.
@@ -51,23 +55,30 @@ type Config struct {
 	// Runtime is the OCI runtime (for example runsc for gVisor); empty means
 	// the engine's default (CLAWPEN_DOCKER_RUNTIME).
 	Runtime string
-	// HostPath translates a bind source from the clawpen host's view to the
-	// Docker host's. Nil is the identity: the host runs directly on the Docker
-	// host. Set it when clawpen itself runs in a container whose data and
-	// groups directories are bind-mounted from elsewhere on the Docker host.
-	HostPath func(string) string
-	// NanoCPUs is the CPU quota in 1e-9 CPUs; 0 = DefaultNanoCPUs (one CPU).
-	NanoCPUs int64
+	// Root and HostRoot are set when the clawpen host itself runs in a
+	// container that sees the Docker host's directory HostRoot at Root
+	// (CLAWPEN_ROOT, CLAWPEN_HOST_ROOT). The engine binds from the Docker
+	// host's filesystem, so a bind source must lie under Root and is handed
+	// over as the same path under HostRoot; a source elsewhere fails the run
+	// rather than bind whatever the Docker host has at that path. Both
+	// empty: the host runs on the Docker host and sources go unchanged.
+	Root, HostRoot string
 	// Host is the engine address (unix:///var/run/docker.sock, tcp://…); empty
 	// means DOCKER_HOST or the default socket.
 	Host string
 	// Command, when non-empty, replaces the image's agent as the container's
 	// command. For tests and benchmarks only.
 	Command []string
-	// PinDir, when set, holds per-invocation staging binds of extra mounts
-	// (see pin.go). It needs root and an engine in the host's mount namespace;
-	// never inside a directory a sandbox can see.
+	// PinDir, when set, holds per-invocation staging binds of every bind
+	// source (see pin.go). It needs root and an engine in the host's mount
+	// namespace; never inside a directory a sandbox can see.
 	PinDir string
+	// DiskUID and DiskGID, with PinDir, make every pin idmapped: what the
+	// container's uid/gid 1000 writes lands on disk as DiskUID:DiskGID (the
+	// dedicated sandbox user), files of that user appear as 1000 inside, and
+	// files of anyone else as nobody. 0 (unset) keeps plain pins; root is
+	// never a disk owner.
+	DiskUID, DiskGID int
 	// Instance names this host (its data dir, say): containers carry it as
 	// the label clawpen.instance and RemoveOrphans touches only those, so two
 	// hosts sharing an engine never remove each other's sandboxes.
@@ -86,8 +97,12 @@ type Backend struct {
 	// scope labels every container and narrows RemoveOrphans to them; tests
 	// use it so that concurrent test runs do not remove each other's.
 	scope map[string]string
-	// afterPin is a test hook: it runs once the extra mounts are pinned.
+	// afterPin is a test hook: it runs once the bind sources are pinned.
 	afterPin func()
+	idmap    *sandbox.IDMap // with Config.DiskUID
+	nobody   *sandbox.IDMap // groups/global for non-main groups (see pin.go)
+	// seccomp is the profile every container runs under, built once.
+	seccomp string
 }
 
 // New connects to the engine and negotiates the API version (the engine may be
@@ -95,6 +110,17 @@ type Backend struct {
 func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Image == "" {
 		cfg.Image = DefaultImage
+	}
+	if cfg.HostRoot != "" {
+		if !filepath.IsAbs(cfg.Root) || !filepath.IsAbs(cfg.HostRoot) {
+			return nil, fmt.Errorf("docker: Root %q and HostRoot %q must be absolute", cfg.Root, cfg.HostRoot)
+		}
+		// A pin is a path of this process's mount namespace: the engine of
+		// a host in a container could not bind it.
+		if cfg.PinDir != "" {
+			return nil, errors.New("docker: pins need a host on the Docker host, not in a container (HostRoot)")
+		}
+		cfg.Root, cfg.HostRoot = filepath.Clean(cfg.Root), filepath.Clean(cfg.HostRoot)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -112,7 +138,26 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		_ = cli.Close()
 		return nil, fmt.Errorf("docker engine not reachable at %s: %w", cli.DaemonHost(), err)
 	}
-	b := &Backend{cfg: cfg, cli: cli, log: log}
+	profile, err := seccomp.DockerProfile()
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	b := &Backend{cfg: cfg, cli: cli, log: log, seccomp: profile}
+	if cfg.DiskUID != 0 || cfg.DiskGID != 0 {
+		if cfg.PinDir == "" {
+			_ = cli.Close()
+			return nil, errors.New("docker: a disk owner needs PinDir (idmapped pins)")
+		}
+		if b.idmap, err = sandbox.NewIDMap(cfg.DiskUID, cfg.DiskGID, sandbox.UID, sandbox.GID); err == nil {
+			b.nobody, err = sandbox.NewIDMap(cfg.DiskUID, cfg.DiskGID, sandbox.Nobody, sandbox.Nobody)
+		}
+		if err != nil {
+			_ = b.idmap.Close()
+			_ = cli.Close()
+			return nil, fmt.Errorf("docker: %w", err)
+		}
+	}
 	if cfg.Instance != "" {
 		b.scope = map[string]string{LabelInstance: cfg.Instance}
 	}
@@ -132,8 +177,12 @@ func (b *Backend) Image() string { return b.cfg.Image }
 // Client is the engine client, for callers that share the connection.
 func (b *Backend) Client() *client.Client { return b.cli }
 
-// Close releases the engine connection.
-func (b *Backend) Close() error { return b.cli.Close() }
+// Close releases the engine connection and the idmap.
+func (b *Backend) Close() error {
+	_ = b.idmap.Close()
+	_ = b.nobody.Close()
+	return b.cli.Close()
+}
 
 // Check reports why the backend cannot run sandboxes: the engine does not
 // answer, cannot enforce the limits, lacks the configured runtime, or the image
@@ -192,7 +241,7 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 // removed. An error means the sandbox could not be set up (nothing ran) or ctx
 // was cancelled; the agent's own failure is a non-zero Result.ExitCode.
 func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	return b.run(ctx, spec, nil)
+	return b.run(ctx, spec, spec.Command)
 }
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
@@ -234,7 +283,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	// Attach and register the wait before start: a fast agent may otherwise
 	// write (or exit) before anyone listens.
 	att, err := b.cli.ContainerAttach(setup, id, client.ContainerAttachOptions{
-		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+		Stream: true, Stdin: true, Stdout: true, Stderr: true, DetachKeys: detachKeys,
 	})
 	if err != nil {
 		return res, fmt.Errorf("attach to sandbox container: %w", err)
@@ -245,35 +294,91 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	wait := b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 
 	k := &killer{kill: func() { b.kill(bg, id, log) }}
-	out := &sandbox.CapWriter{W: spec.Stdout, Limit: lim.OutputBytes, OnLimit: func() {
+	outW, errOut := spec.Stdout, io.Writer(nil)
+	if spec.Stdio != nil {
+		outW = spec.Stdio.Out
+	}
+	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
 		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
 		k.do()
 	}}
 	tail := &sandbox.Tail{Max: stderrTail}
+	errOut = tail
+	if spec.Stdio != nil {
+		errOut = io.MultiWriter(tail, spec.Stdio.Err)
+	}
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)
-		// The container has no TTY, so stdout and stderr arrive multiplexed.
-		_, _ = stdcopy.StdCopy(out, tail, att.Reader)
+		if cfg.Tty {
+			// A terminal's stream is raw: stdout and stderr are one.
+			_, _ = io.Copy(out, att.Reader)
+			return
+		}
+		// Without a TTY, stdout and stderr arrive multiplexed.
+		_, _ = stdcopy.StdCopy(out, errOut, att.Reader)
 	}()
 
 	start := time.Now()
 	if _, err := b.cli.ContainerStart(setup, id, client.ContainerStartOptions{}); err != nil {
 		return res, fmt.Errorf("start sandbox container: %w", err)
 	}
-	// The wall clock starts once the container runs: a kill sent before would
-	// find nothing to kill and be lost.
-	runCtx, cancel := context.WithTimeout(ctx, lim.Timeout)
-	defer cancel()
+	// The wall clock starts once the container runs (a kill sent before
+	// would find nothing to kill and be lost) and the job is given (a warm
+	// sandbox waits for it first); the clock cancels runCtx, which kills it.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	clock := time.AfterFunc(lim.Timeout, func() { cancel(sandbox.ErrTimeLimit) })
+	clock.Stop()
+	defer clock.Stop()
+	var unused atomic.Bool
 	log.Debug("sandbox started")
 
+	if st := spec.Stdio; st != nil && st.TTY {
+		resize := func(rows, cols uint16) {
+			rctx, cancel := context.WithTimeout(bg, engineTimeout)
+			defer cancel()
+			if _, err := b.cli.ContainerResize(rctx, id, client.ContainerResizeOptions{Height: uint(rows), Width: uint(cols)}); err != nil {
+				log.Debug("size the sandbox's terminal", "err", err)
+			}
+		}
+		if st.Rows > 0 && st.Cols > 0 {
+			resize(st.Rows, st.Cols)
+		}
+		if st.Resize != nil {
+			resized := make(chan struct{})
+			defer close(resized)
+			go func() {
+				for {
+					select {
+					case sz := <-st.Resize:
+						resize(sz.Rows, sz.Cols)
+					case <-resized:
+						return
+					}
+				}
+			}()
+		}
+	}
 	go func() {
 		// The job is JSON, whose encoding escapes control characters, so it can
-		// never contain the engine's detach sequence (ctrl-p ctrl-q).
-		if len(spec.Stdin) > 0 {
-			if _, err := io.Copy(att.Conn, bytes.NewReader(spec.Stdin)); err != nil {
-				log.Debug("write sandbox stdin", "err", err)
+		// never contain the engine's detach sequence (ctrl-p ctrl-q). The
+		// owner's input may (see detachKeys).
+		var in io.Reader
+		if spec.Stdio != nil {
+			in = spec.Stdio.In
+		} else {
+			job, err := spec.WaitJob(runCtx)
+			if err != nil {
+				unused.Store(true)
+				cancel(err)
+				return
 			}
+			in = bytes.NewReader(job)
+		}
+		clock.Reset(lim.Timeout)
+		if _, err := io.Copy(att.Conn, in); err != nil {
+			log.Debug("write sandbox stdin", "err", err)
 		}
 		// With StdinOnce the engine closes the agent's stdin on our half-close.
 		if err := att.CloseWrite(); err != nil {
@@ -315,6 +420,9 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	res.Stderr = tail.String()
 	res.OutputTruncated = out.Truncated()
+	if unused.Load() {
+		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, context.Cause(runCtx))
+	}
 	res.TimedOut = runCtx.Err() != nil
 	b.noteOOM(bg, id, lim, &res, log)
 	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
@@ -374,6 +482,11 @@ type killer struct {
 
 func (k *killer) do() { k.once.Do(k.kill) }
 
+// detachKeys is the engine's detach sequence for our attach: one the owner
+// of `clawpen run` is unlikely to type (ctrl-p ctrl-q is common in shells).
+// Detaching would only leave the container to its time limit.
+const detachKeys = "ctrl-],ctrl-],ctrl-],ctrl-]"
+
 var nameSafe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // containerName names the container after the invocation, for `docker ps`;
@@ -390,4 +503,14 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// Fingerprint is the agent image's id now: a rebuilt image makes sandboxes
+// started before it stale.
+func (b *Backend) Fingerprint(ctx context.Context) (string, error) {
+	img, err := b.cli.ImageInspect(ctx, b.cfg.Image)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint image %s: %w", b.cfg.Image, err)
+	}
+	return img.ID, nil
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/job"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -229,8 +229,8 @@ func TestHostSocketIsBound(t *testing.T) {
 	if os.Getuid() == 0 {
 		uid, gid = sandbox.UID, sandbox.GID
 	}
-	srv, err := hostsock.Listen(f.sock, uid, gid, hostsock.Identity{Group: "team", InvocationID: "test"}, hostsock.Config{
-		IPC: func(_ context.Context, id hostsock.Identity, op string, body []byte) (int, any) {
+	srv, err := hostsock.Listen(f.sock, uid, gid, domain.Caller{Group: "team", Run: "test"}, hostsock.Config{
+		IPC: func(_ context.Context, id domain.Caller, op string, body []byte) (int, any) {
 			return http.StatusOK, map[string]string{"group": id.Group, "op": op, "body": string(body)}
 		},
 	})
@@ -321,12 +321,12 @@ func TestAgentRuns(t *testing.T) {
 	assert.Equal(t, 1, res.ExitCode, res.Stderr)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 2, out.String())
-	ev, err := job.ParseEvent([]byte(lines[0]))
+	ev, err := domain.ParseEvent([]byte(lines[0]))
 	require.NoError(t, err)
-	assert.Equal(t, job.EventReady, ev.Type)
-	ev, err = job.ParseEvent([]byte(lines[1]))
+	assert.Equal(t, domain.EventReady, ev.Type)
+	ev, err = domain.ParseEvent([]byte(lines[1]))
 	require.NoError(t, err)
-	assert.Equal(t, job.EventError, ev.Type)
+	assert.Equal(t, domain.EventError, ev.Type)
 	assert.Contains(t, ev.Error, "invalid job")
 	assert.Empty(t, leftovers(spec.InvocationID))
 }
@@ -452,12 +452,8 @@ func TestSetupFailureIsError(t *testing.T) {
 
 func TestHostPathTranslation(t *testing.T) {
 	// The host sees its files under /host-view; the engine has them at f.base.
-	var seen []string
 	f := newFixture(t, nil)
-	f.b.cfg.HostPath = func(p string) string {
-		seen = append(seen, p)
-		return strings.Replace(p, "/host-view", f.base, 1)
-	}
+	f.b.cfg.Root, f.b.cfg.HostRoot = "/host-view", f.base
 	spec := f.spec(t)
 	spec.GroupDir = strings.Replace(f.group, f.base, "/host-view", 1)
 	spec.GlobalDir = strings.Replace(f.global, f.base, "/host-view", 1)
@@ -465,7 +461,12 @@ func TestHostPathTranslation(t *testing.T) {
 	o := f.sh(t, spec, "cat /workspace/group/ORIGINAL")
 	require.NoError(t, o.err)
 	assert.Equal(t, "mine", o.stdout)
-	assert.Equal(t, []string{spec.GroupDir, spec.GlobalDir, spec.SessionDir}, seen)
+
+	// A source outside the host's root is refused before any container.
+	spec.SessionDir = f.session
+	o = f.sh(t, spec, "true")
+	require.Error(t, o.err)
+	assert.Contains(t, o.err.Error(), "outside /host-view (CLAWPEN_ROOT)")
 }
 
 func TestRemoveOrphans(t *testing.T) {
@@ -558,4 +559,124 @@ func TestPinnedMountSurvivesSymlinkSwap(t *testing.T) {
 	entries, err := os.ReadDir(f.b.cfg.PinDir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "staging binds are released")
+}
+
+// diskUser is a host uid/gid no account holds, standing in for the
+// dedicated sandbox user in the idmapped-pin tests.
+const diskUser = 4712
+
+// idmappedFixture is a root host's setup: every bind pinned and idmapped to
+// diskUser, the sandbox's folders owned by it as the runner arranges.
+func idmappedFixture(t *testing.T) *fixture {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("idmapped pins need root")
+	}
+	var pinDir string
+	f := newFixture(t, func(c *Config) {
+		pinDir = filepath.Join(os.TempDir(), "clawpen-docker-pins-"+randomHex(t))
+		c.PinDir, c.DiskUID, c.DiskGID = pinDir, diskUser, diskUser
+	})
+	t.Cleanup(func() { _ = os.RemoveAll(pinDir) })
+	for _, d := range []string{f.group, f.global, f.session} {
+		require.NoError(t, filepath.Walk(d, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, diskUser, diskUser)
+		}))
+	}
+	return f
+}
+
+// TestIDMappedWritesLandAsDiskUser: inside, the sandbox is uid 1000 and
+// owns its folders; on disk, what it wrote belongs to the disk user, never
+// to whoever holds uid 1000 on the host.
+func TestIDMappedWritesLandAsDiskUser(t *testing.T) {
+	f := idmappedFixture(t)
+	o := f.sh(t, f.spec(t), "id -u; stat -c '%u %g' /workspace/group /home/agent; echo hi > /workspace/group/new.txt && echo s > /home/agent/state && mkdir /workspace/group/d && echo WROTE")
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	assert.Equal(t, "1000\n1000 1000\n1000 1000\nWROTE\n", o.stdout)
+	for _, p := range []string{filepath.Join(f.group, "new.txt"), filepath.Join(f.session, "state"), filepath.Join(f.group, "d")} {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{diskUser, diskUser}, [2]uint32{st.Uid, st.Gid}, p)
+	}
+	entries, err := os.ReadDir(f.b.cfg.PinDir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "staging binds are released")
+}
+
+// TestPinnedBindsAreNosuidNodev reads the container's own mount table:
+// every bind of a host tree is nosuid,nodev, read-only ones included, and
+// read-only ones stay read-only.
+func TestPinnedBindsAreNosuidNodev(t *testing.T) {
+	f := idmappedFixture(t)
+	ro := filepath.Join(f.base, "projects", "ro")
+	rw := filepath.Join(f.base, "projects", "rw")
+	for _, d := range []string{ro, rw} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, os.Chown(d, diskUser, diskUser))
+	}
+	spec := f.spec(t)
+	spec.Extra = []sandbox.Mount{{HostPath: ro, Name: "docs", ReadOnly: true}, {HostPath: rw, Name: "code"}}
+	o := f.sh(t, spec, `for m in /workspace/group /workspace/global /home/agent /workspace/extra/docs /workspace/extra/code; do
+  echo "$m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done
+touch /workspace/global/x 2>/dev/null && echo GLOBAL-WRITABLE; touch /workspace/extra/docs/x 2>/dev/null && echo DOCS-WRITABLE; true`)
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	require.Len(t, lines, 5, o.stdout)
+	for _, l := range lines {
+		opts := strings.Split(strings.Fields(l + " -")[1], ",")
+		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
+	}
+	assert.Contains(t, lines[1], "ro,", "global is read-only for a non-main group")
+	assert.Contains(t, lines[3], "ro,")
+	assert.Contains(t, lines[4], "rw,")
+	assert.NotContains(t, o.stdout, "WRITABLE")
+}
+
+// TestGlobalNobodysToNonMain: groups/global belongs to the sandbox user,
+// which every container writes as; a non-main group sees it as nobody's
+// (and read-only), main as its own.
+func TestGlobalNobodysToNonMain(t *testing.T) {
+	f := idmappedFixture(t)
+	o := f.sh(t, f.spec(t), "stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group")
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	assert.Equal(t, "65534\n65534\n1000\n", o.stdout)
+
+	spec := f.spec(t)
+	spec.IsMain, spec.GlobalWritable = true, true
+	o = f.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
+	require.NoError(t, o.err)
+	assert.Equal(t, "1000\nWROTE\n", o.stdout, "main owns and writes global")
+}
+
+// The per-process limits bwrap sets are the container's too: file size, open
+// descriptors, and no core dumps (which would go to the host's core_pattern).
+func TestProcessLimitsAsBwrap(t *testing.T) {
+	f := newFixture(t, nil)
+	o := f.sh(t, f.spec(t), "cat /proc/self/limits")
+	require.NoError(t, o.err)
+	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
+	want := map[string]string{ // soft and hard
+		"Max open files":     "1024 1024",
+		"Max core file size": "0 0",
+		"Max file size":      "1073741824 1073741824",
+	}
+	for _, line := range strings.Split(o.stdout, "\n") {
+		for name, limits := range want {
+			if strings.HasPrefix(line, name+" ") {
+				f := strings.Fields(strings.TrimPrefix(line, name))
+				require.GreaterOrEqual(t, len(f), 2, line)
+				assert.Equal(t, limits, f[0]+" "+f[1], name)
+				delete(want, name)
+			}
+		}
+	}
+	assert.Empty(t, want, "limits missing from /proc/self/limits:\n%s", o.stdout)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
-	"github.com/clawpen/clawpen/internal/image"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -74,7 +73,7 @@ func buildTestImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("busybox not found (apt-get install busybox-static): %w", err)
 	}
-	if err := image.CheckStatic(busybox); err != nil {
+	if err := CheckStatic(busybox); err != nil {
 		return fmt.Errorf("busybox must be static (apt-get install busybox-static): %w", err)
 	}
 	list, err := exec.Command(busybox, "--list-full").Output()
@@ -102,7 +101,7 @@ func buildTestImage(ctx context.Context) error {
 		return fmt.Errorf("read agent: %w", err)
 	}
 
-	files := []image.File{
+	files := []ContextFile{
 		{Name: "Dockerfile", Mode: 0o644, Body: []byte(`FROM scratch
 COPY rootfs/ /
 USER 1000:1000
@@ -122,9 +121,9 @@ ENTRYPOINT ["/usr/local/bin/clawpen-agent"]
 		if p == "bin/busybox" {
 			continue
 		}
-		files = append(files, image.File{Name: "rootfs/" + p, Mode: 0o777, Link: "/bin/busybox"})
+		files = append(files, ContextFile{Name: "rootfs/" + p, Mode: 0o777, Link: "/bin/busybox"})
 	}
-	tarball, err := image.Tar(files)
+	tarball, err := ContextTar(files)
 	if err != nil {
 		return err
 	}
@@ -134,7 +133,7 @@ ENTRYPOINT ["/usr/local/bin/clawpen-agent"]
 	}
 	defer cli.Close()
 	var out bytes.Buffer
-	if _, err := image.BuildContext(ctx, cli, bytes.NewReader(tarball), client.ImageBuildOptions{
+	if _, err := BuildImageContext(ctx, cli, bytes.NewReader(tarball), client.ImageBuildOptions{
 		Tags: []string{testImageTag}, Remove: true, ForceRemove: true,
 	}, &out); err != nil {
 		return fmt.Errorf("build %s: %w\n%s", testImageTag, err, out.String())

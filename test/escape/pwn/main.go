@@ -92,10 +92,18 @@ func main() {
 		}
 		rawHTTP(args[0], args[1], body)
 	default:
-		fmt.Println("unknown check", os.Args[1])
-		os.Exit(2)
+		check, ok := checks[os.Args[1]]
+		if !ok {
+			fmt.Println("unknown check", os.Args[1])
+			os.Exit(2)
+		}
+		check(args)
 	}
 }
+
+// checks are the subcommands defined in other files of this command; each
+// file adds its own in init.
+var checks = map[string]func(args []string){}
 
 func ioctl(fd int, req uint, arg uintptr) error {
 	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(req), arg); e != 0 {

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/retry"
+	"github.com/clawpen/clawpen/internal/store"
+)
+
+// Pruning (CLAWPEN_RETENTION) runs at start and then every pruneEvery, in
+// batches of pruneBatch rows per table with a pause between them: message
+// handling shares the store's single writer, so it waits for at most one
+// short batch, never for a whole prune.
+const (
+	pruneEvery = time.Hour
+	pruneBatch = 500
+	pruneBreak = 50 * time.Millisecond
+)
+
+// pruneLoop prunes what is older than retention until ctx is done.
+func pruneLoop(ctx context.Context, st *store.Store, retention time.Duration, log *slog.Logger) {
+	for {
+		p, err := pruneOnce(ctx, st, time.Now().Add(-retention), pruneBatch, pruneBreak)
+		if err != nil && ctx.Err() == nil {
+			log.Error("prune old history", "err", err)
+		}
+		if p.Total() > 0 {
+			log.Info("pruned old history", "messages", p.Messages, "task_runs", p.TaskRuns, "audit", p.Audit, "commands", p.Commands)
+		}
+		if retry.Sleep(ctx, pruneEvery) != nil {
+			return
+		}
+	}
+}
+
+// pruneOnce removes, batch by batch, every row PruneBatch would remove
+// older than before, and returns how many it removed.
+func pruneOnce(ctx context.Context, st *store.Store, before time.Time, batch int, pause time.Duration) (store.Pruned, error) {
+	var total store.Pruned
+	for {
+		p, err := st.PruneBatch(ctx, before, batch)
+		total.Messages += p.Messages
+		total.TaskRuns += p.TaskRuns
+		total.Audit += p.Audit
+		total.Commands += p.Commands
+		if err != nil {
+			return total, err
+		}
+		if max(p.Messages, p.TaskRuns, p.Audit, p.Commands) < batch {
+			return total, nil // every table had fewer left than a batch
+		}
+		if err := retry.Sleep(ctx, pause); err != nil {
+			return total, err
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/faketg"
+)
+
+// Targets of the warm section (issue 14).
+const (
+	warmTargetBwrap  = 10 * time.Millisecond
+	warmTargetDocker = 30 * time.Millisecond
+	warmCPUTarget    = 12.0     // ms of host + sandbox CPU per message
+	warmMemTarget    = 10 << 20 // one warm sandbox
+)
+
+// warmPath measures a message's round trip through serve (the fake
+// Telegram hands the update out → the answer's sendMessage reaches it) with
+// warm sandboxes and without, on each backend, in the same run; and the
+// CPU per message of the host and its sandboxes, and the memory one warm
+// sandbox holds (bwrap).
+func warmPath(ctx context.Context, o Options) Section {
+	s := Section{Name: "warm sandboxes"}
+	runs := min(o.runs(), 60) // a second's pause between messages (see waitWarm)
+	backends := []string{"bwrap"}
+	if why := dockerUnavailable(ctx, o.Image); why == "" {
+		backends = append(backends, "docker")
+	} else {
+		s.Notes = append(s.Notes, "docker rows skipped: "+why)
+	}
+	for _, backend := range backends {
+		n := runs
+		if backend == "docker" {
+			n = min(runs, o.dockerRuns())
+		}
+		for _, warm := range []int{3, 0} {
+			label := "warm"
+			if warm == 0 {
+				label = "cold (CLAWPEN_WARM=0)"
+			}
+			o.progress("bench: %s, %s: %d owner messages through serve", backend, label, n)
+			res, err := measureRoundTrips(ctx, o, backend, warm, n)
+			if err != nil {
+				s.Rows = append(s.Rows, Row{Name: fmt.Sprintf("%s %s: message → answer", backend, label), Unit: "ms", Skipped: err.Error()})
+				continue
+			}
+			r := Latency(fmt.Sprintf("%s %s: message → answer", backend, label), res.roundTrips)
+			if warm > 0 {
+				target := warmTargetBwrap
+				if backend == "docker" {
+					target = warmTargetDocker
+				}
+				r = r.WithTarget(fmt.Sprintf("p50 ≤ %d ms", target.Milliseconds()), r.P50 <= ms(target))
+			}
+			s.Rows = append(s.Rows, r)
+			cpu := Row{Name: fmt.Sprintf("%s %s: host + sandbox CPU per message", backend, label), Unit: "ms", Value: res.cpuPerMessage}
+			if backend == "bwrap" {
+				cpu = cpu.WithTarget(fmt.Sprintf("≤ %.0f ms", warmCPUTarget), res.cpuPerMessage <= warmCPUTarget)
+			}
+			s.Rows = append(s.Rows, cpu, Row{Name: fmt.Sprintf("%s %s:   of which serve itself", backend, label), Unit: "ms", Value: res.hostCPUPerMessage})
+			if res.warmPSS > 0 {
+				s.Rows = append(s.Rows, Row{Name: backend + " one warm sandbox's memory (PSS)", Unit: "MiB", Value: float64(res.warmPSS) / (1 << 20)}.
+					WithTarget("≤ 10 MiB", res.warmPSS <= warmMemTarget),
+					Row{Name: backend + "   of which its own (anonymous)", Unit: "MiB", Value: float64(res.warmAnon) / (1 << 20)})
+			}
+		}
+	}
+	s.Notes = append(s.Notes,
+		"message → answer: the fake Telegram hands the owner's update out in a getUpdates answer → the answer's sendMessage reaches it; the fake model answers at once; one message at a time, 1.1 s apart (serve paces a chat to a message a second), the first not counted.",
+		"CPU: `clawpen serve`'s own and its reaped children's (bwrap, its namespace init and the agent) from /proc over the counted messages, divided by their number; the fakes run in the bench, not in it. It includes the next warm sandbox's start. On Docker the containers' CPU is the engine's and is not in it.",
+		"memory: the proportional set size of the processes of the main group's waiting sandbox (bwrap, its init, the agent), read from /proc while it waits, and its anonymous part; the rest is the agent binary's and bwrap's pages in the page cache, shared by every sandbox (one waiting sandbox alone carries all of them).")
+	return s
+}
+
+type roundTrips struct {
+	roundTrips        []time.Duration
+	cpuPerMessage     float64 // ms, serve and its reaped sandboxes
+	hostCPUPerMessage float64 // ms, serve alone
+	warmPSS           int64   // bytes; 0: not measured
+	warmAnon          int64   // bytes of warmPSS that are the sandbox's own
+}
+
+// measureRoundTrips runs `clawpen serve` on backend with CLAWPEN_WARM=warm
+// and sends runs+1 owner messages one at a time. Serve is a process of its
+// own, so its CPU (and its reaped sandboxes') is not the fakes'.
+func measureRoundTrips(ctx context.Context, o Options, backend string, warm, runs int) (res roundTrips, err error) {
+	handed := make(chan handOut, 16)
+	h, err := newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
+		"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
+		faketg.WithHandOut(func(id int64, at time.Time) {
+			select {
+			case handed <- handOut{id, at}:
+			default:
+			}
+		}))
+	if err != nil {
+		return res, err
+	}
+	defer h.Close()
+	p, _, err := h.start(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	tg := h.f.TG
+
+	owner := faketg.User{ID: ownerID, FirstName: "owner"}
+	var cpu0, host0 time.Duration
+	for i := range runs + 1 {
+		if i == 1 {
+			if cpu0, host0, err = processCPU(p.pid()); err != nil {
+				return res, err
+			}
+		}
+		before := len(tg.SentTo(ownerID))
+		id := tg.PushMessage(ownerID, "private", "", owner, fmt.Sprintf("message %d: REPLY ok", i))
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		var handedAt time.Time
+		for handedAt.IsZero() && err == nil {
+			select {
+			case hd := <-handed:
+				if hd.id == id {
+					handedAt = hd.at
+				}
+			case <-p.exited:
+				err = fmt.Errorf("serve exited:\n%s", p.logs.tail())
+			case <-wctx.Done():
+				err = fmt.Errorf("update never handed out: %w", wctx.Err())
+			}
+		}
+		var sent []faketg.SentMessage
+		if err == nil {
+			sent, err = tg.WaitSent(wctx, ownerID, before+1)
+		}
+		if err == nil {
+			// The next message finds its sandbox waiting (when warm), as it
+			// would after any pause longer than a sandbox's start.
+			err = waitWarm(wctx, backend)
+		}
+		wcancel()
+		if err != nil {
+			return res, fmt.Errorf("message %d: %w", i, err)
+		}
+		if i > 0 {
+			res.roundTrips = append(res.roundTrips, sent[before].Time.Sub(handedAt))
+		}
+	}
+	cpu1, host1, err := processCPU(p.pid())
+	if err != nil {
+		return res, err
+	}
+	res.cpuPerMessage = ms(cpu1-cpu0) / float64(runs)
+	res.hostCPUPerMessage = ms(host1-host0) / float64(runs)
+	if warm > 0 && backend == "bwrap" {
+		res.warmPSS, res.warmAnon = sandboxPSS(p.pid())
+	}
+	return res, nil
+}
+
+// processCPU is pid's user and system CPU with its reaped children's, and
+// its own alone (/proc/<pid>/stat: utime, stime, cutime, cstime, in clock
+// ticks of 10 ms; over many messages the tick is small).
+func processCPU(pid int) (all, own time.Duration, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("cpu of serve: %w", err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("cpu of serve: short stat %q", s)
+	}
+	var ticks [4]int64
+	for i, v := range f[11:15] { // fields 14-17 of stat
+		if ticks[i], err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("cpu of serve: %w", err)
+		}
+	}
+	tick := 10 * time.Millisecond
+	return time.Duration(ticks[0]+ticks[1]+ticks[2]+ticks[3]) * tick, time.Duration(ticks[0]+ticks[1]) * tick, nil
+}
+
+// waitWarm pauses between messages, as a person does: long enough for the
+// next warm sandbox to start (bwrap ~15 ms, Docker ~300 ms) and for serve's
+// pacing of one message per second to a chat, which would otherwise hold
+// the answer back. A sleep, not a poll: serve's CPU is what is counted.
+func waitWarm(ctx context.Context, _ string) error {
+	t := time.NewTimer(1100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sandboxPSS sums the proportional set size of this process's descendant
+// processes (the waiting sandbox's bwrap, namespace init and agent), and
+// the anonymous part of it: the rest is the binaries' pages, shared by every
+// sandbox and reclaimable.
+func sandboxPSS(serve int) (pss, anon int64) {
+	for _, pid := range descendants(serve, "") {
+		f, err := os.Open(filepath.Join("/proc", pid, "smaps_rollup"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if !ok || (k != "Pss" && k != "Pss_Anon") {
+				continue
+			}
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				continue
+			}
+			if k == "Pss" {
+				pss += kb << 10
+			} else {
+				anon += kb << 10
+			}
+		}
+		f.Close()
+	}
+	return pss, anon
+}
+
+// descendants lists the pids of root's descendants, those named comm when
+// it is not empty.
+func descendants(root int, comm string) []string {
+	self := root
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	parent := map[int]int{}
+	names := map[int]string{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i {
+			continue
+		}
+		f := strings.Fields(s[j+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		parent[pid], names[pid] = pp, s[i+1:j]
+	}
+	var out []string
+	for pid := range parent {
+		if comm != "" && names[pid] != comm {
+			continue
+		}
+		for p, n := parent[pid], 0; p > 1 && n < 64; p, n = parent[p], n+1 {
+			if p == self {
+				out = append(out, strconv.Itoa(pid))
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/clawpen/clawpen/internal/config"
+	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+func profilesCommand() *command {
+	return &command{name: "profiles", summary: "sandbox profiles (CLAWPEN_PROFILES)", dflt: "list", subs: []*command{
+		{name: "list", summary: "every profile: network, egress, limits, tools, daily_tokens, and the groups using it",
+			detail: "The built-in default included. A limit the profile does not set is the host's (shown as such).",
+			flags:  noFlags(profilesList)},
+		{name: "check", summary: "validate the profiles file and the groups' profiles",
+			detail: "Exits 1 when the file is malformed (the error names the file, the profile and the field)\n" +
+				"or a group names a profile that cannot be used; a missing file is fine while no group names one.",
+			flags: noFlags(profilesCheck)},
+	}}
+}
+
+// groupsProfile is `clawpen groups profile <folder> <name>`, as /profile.
+func groupsProfile(ctx context.Context, s *session, args []string) error {
+	svc, err := s.ops(ctx)
+	if err != nil {
+		return err
+	}
+	g, err := svc.SetGroupProfile(ctx, domain.Owner(), args[0], args[1])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "%s now runs with the profile %s, from its next run\n", g.Folder, g.ProfileName())
+	return nil
+}
+
+// groupsByProfile reads the registered groups and who uses which profile.
+func (s *session) groupsByProfile(ctx context.Context) ([]domain.Group, map[string][]string, error) {
+	st, err := s.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	gs, err := st.ListGroups(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	users := map[string][]string{}
+	for _, g := range gs {
+		users[g.ProfileName()] = append(users[g.ProfileName()], g.Folder)
+	}
+	return gs, users, nil
+}
+
+func profilesList(ctx context.Context, s *session, _ []string) error {
+	now := config.ReadProfiles(s.cfg.Profiles)
+	_, users, err := s.groupsByProfile(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case now.Missing():
+		fmt.Fprintf(s.stdout, "%s does not exist: only the built-in default is defined\n\n", s.cfg.Profiles)
+	case now.Broken() != nil:
+		fmt.Fprintf(s.stdout, "%v\nonly the built-in default can be used until the file is fixed\n\n", now.Broken())
+	default:
+		fmt.Fprintf(s.stdout, "%s\n\n", s.cfg.Profiles)
+	}
+	host := s.hostLimits()
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROFILE\tNETWORK\tEGRESS\tMEMORY\tPIDS\tCPUS\tTIMEOUT\tDISK\tTOOLS\tDAILY TOKENS\tGROUPS")
+	names := now.Names()
+	for _, name := range names {
+		p, _ := now.Get(name)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Network, orNone(p.Egress),
+			limit(p.MemoryMB, host.MemoryBytes>>20, "MiB"), limit(int64(p.Pids), int64(host.Pids), ""),
+			cpus(p.CPUs, host.CPUs), duration(p, host), limit(p.DiskMB, host.DiskBytes>>20, "MiB"),
+			orNone(p.Tools), tokens(p.DailyTokens), orNone(users[name]))
+	}
+	// Groups naming a profile the file does not give are listed too: they
+	// run nothing.
+	for _, name := range sortedNames(users) {
+		if _, ok := now.Get(name); !ok {
+			fmt.Fprintf(tw, "%s\t(undefined: these groups run nothing)\t\t\t\t\t\t\t\t\t%s\n", name, strings.Join(users[name], ", "))
+		}
+	}
+	return tw.Flush()
+}
+
+func profilesCheck(ctx context.Context, s *session, _ []string) error {
+	now := config.ReadProfiles(s.cfg.Profiles)
+	gs, _, err := s.groupsByProfile(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	switch {
+	case now.Broken() != nil:
+		errs = append(errs, now.Broken())
+	case now.Missing():
+		fmt.Fprintf(s.stdout, "%s does not exist: only the built-in default is defined\n", s.cfg.Profiles)
+	default:
+		fmt.Fprintf(s.stdout, "%s is valid: %s\n", s.cfg.Profiles, strings.Join(now.Names(), ", "))
+	}
+	bad := now.Unusable(gs)
+	for _, g := range gs {
+		if err, ok := bad[g.Folder]; ok && now.Broken() == nil {
+			errs = append(errs, fmt.Errorf("group %s runs nothing: %w (define it, or `clawpen groups profile %s default`)", g.Folder, err, g.Folder))
+		} else if ok {
+			errs = append(errs, fmt.Errorf("group %s runs nothing: its profile %s cannot be used while the file is broken", g.Folder, g.ProfileName()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hostLimits are the limits a profile that sets none gets, as serve sets them.
+func (s *session) hostLimits() sandbox.Limits {
+	lim := sandbox.DefaultLimits
+	lim.Timeout = s.cfg.AgentTimeout
+	lim.DiskBytes = s.cfg.DiskMB << 20
+	return lim
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "-"
+	}
+	return strings.Join(list, ",")
+}
+
+// limit is a profile's value, or the host's marked as such.
+func limit(v, host int64, unit string) string {
+	if unit != "" {
+		unit = " " + unit
+	}
+	if v > 0 {
+		return strconv.FormatInt(v, 10) + unit
+	}
+	return fmt.Sprintf("(%d%s)", host, unit)
+}
+
+func cpus(v, host float64) string {
+	if v > 0 {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return "(" + strconv.FormatFloat(host, 'g', -1, 64) + ")"
+}
+
+func duration(p domain.Profile, host sandbox.Limits) string {
+	if p.Timeout > 0 {
+		return p.Timeout.String()
+	}
+	return "(" + host.Timeout.String() + ")"
+}
+
+func tokens(n int64) string {
+	if n == 0 {
+		return "no budget"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func sortedNames(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,41 @@
+package domain
+
+import "time"
+
+// DefaultProfile is the built-in profile of every group that names none:
+// no network, the host's default limits, no bridge tools, no token budget.
+const DefaultProfile = "default"
+
+// Network modes of a profile.
+const (
+	NetworkNone      = "none"
+	NetworkAllowlist = "allowlist"
+)
+
+// Profile is what a group may do beyond the default sandbox (DESIGN.md,
+// "Sandbox profiles"), as the admin's profiles file defines it. Zero limits
+// mean the host's defaults.
+type Profile struct {
+	Name        string
+	Network     string   // NetworkNone or NetworkAllowlist
+	Egress      []string // host[:port] entries; "*." prefix matches subdomains, "*" any public host
+	MemoryMB    int64
+	Pids        int
+	CPUs        float64
+	Timeout     time.Duration
+	DiskMB      int64
+	Tools       []string // bridge tools a non-main group may call
+	DailyTokens int64    // 0: no budget
+}
+
+// HasNetwork reports whether the profile's sandboxes reach the network
+// (through the host's egress proxy, never directly).
+func (p Profile) HasNetwork() bool { return p.Network == NetworkAllowlist }
+
+// ProfileName is the profile g runs under.
+func (g Group) ProfileName() string {
+	if g.Profile == "" {
+		return DefaultProfile
+	}
+	return g.Profile
+}

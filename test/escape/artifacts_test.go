@@ -1,0 +1,243 @@
+package escape
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/test/harness"
+)
+
+func init() { register(artifactAttacks) }
+
+// artifactAttacks: what a sandbox leaves on the host (setuid, setgid and
+// world-writable entries, files owned by a real account), what its mounts
+// let a setuid file do, who owns groups/global, and the secrets masked
+// inside a mounted tree.
+func artifactAttacks() []attack {
+	// newSecrets are the later built-in blocked patterns, one file each, in a
+	// tree mounted into the group; each holds maskSecret plus its name.
+	const maskSecret = "MASKSECRET"
+	newSecrets := []string{"id_ecdsa", "id_dsa", ".pgpass", "tls/server.key", "tls/ca.pem", ".vault-token",
+		".git-credentials", ".pypirc", ".s3cfg", "kubeconfig", "infra/terraform.tfstate", ".config/gh/hosts.yml"}
+	return []attack{
+		{name: "artifact-setuid-left", msg: func(e *env) string {
+			return bash(lines("./pwn plant-artifacts "+artifactTag(e)+" /workspace/group /home/agent /tmp", "ls -la /tmp | head -20"))
+		}, want: plantedWants("/workspace/group", "/home/agent", "/tmp"),
+			check: func(t *testing.T, e *env, _ string) []string {
+				ev := waitStripped(e)
+				tree := []string{e.groupDir, sessionDir(e)}
+				for _, root := range tree {
+					ev = append(ev, privileged(root)...)
+				}
+				// The sandbox's /tmp is its own: nothing of it is on the host.
+				for _, root := range []string{e.h.Dir, os.TempDir(), "/var/tmp", "/dev/shm"} {
+					for _, p := range namesWith(root, artifactTag(e), 4) {
+						if !within(p, tree...) {
+							ev = append(ev, "a sandbox file is on the host: "+p)
+						}
+					}
+				}
+				if len(namesWith(e.groupDir, artifactTag(e), 3)) == 0 {
+					ev = append(ev, inconclusive+"the planted files are not in the group folder")
+				}
+				return ev
+			}},
+
+		{name: "artifact-owner", msg: func(e *env) string {
+			tag := artifactTag(e)
+			return bash(lines("mkdir /workspace/group/"+tag+"-d", "echo x > /workspace/group/"+tag+"-d/f", "echo y > /home/agent/"+tag+"-f",
+				"id -u", "echo OWNER-DONE"))
+		}, want: []string{"OWNER-DONE"},
+			check: func(t *testing.T, e *env, _ string) []string {
+				uid, gid, err := harness.SandboxUser()
+				require.NoError(t, err)
+				if uid < 0 {
+					uid, gid = os.Geteuid(), os.Getegid()
+				}
+				ev := waitStripped(e)
+				tag := artifactTag(e)
+				for _, p := range []string{filepath.Join(e.groupDir, tag+"-d"), filepath.Join(e.groupDir, tag+"-d", "f"), filepath.Join(sessionDir(e), tag+"-f")} {
+					var st syscall.Stat_t
+					if err := syscall.Lstat(p, &st); err != nil {
+						ev = append(ev, inconclusive+"not written: "+p)
+						continue
+					}
+					name, shell := account(int(st.Uid))
+					switch {
+					case st.Uid == 0:
+						ev = append(ev, fmt.Sprintf("%s is root's", p))
+					case int(st.Uid) != uid || int(st.Gid) != gid:
+						ev = append(ev, fmt.Sprintf("%s belongs to uid %d gid %d (%s, shell %s), not the sandbox user %d:%d", p, st.Uid, st.Gid, name, shell, uid, gid))
+					case os.Geteuid() == 0 && !noLoginShell(shell):
+						ev = append(ev, fmt.Sprintf("%s belongs to %s, a login account (shell %s)", p, name, shell))
+					}
+				}
+				return ev
+			}},
+
+		{name: "mount-nosuid-nodev", mount: true, setup: func(t *testing.T, e *env) {
+			// A setuid-root program planted by the host in the group folder.
+			// The folder is already the sandbox user's, as after any run, so
+			// the first run does not hand it over (a chown drops setuid).
+			uid, gid, err := harness.SandboxUser()
+			require.NoError(t, err)
+			if uid >= 0 {
+				require.NoError(t, os.Lchown(e.groupDir, uid, gid))
+			}
+			copyExec(t, pwnBin, filepath.Join(e.groupDir, "suid-root"))
+			require.NoError(t, syscall.Chmod(filepath.Join(e.groupDir, "suid-root"), 0o4755))
+			dir := filepath.Join(e.h.Outside, "shared", "flags-"+e.folder)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			e.h.For(t).CLI("groups", "mount", "add", e.folder, dir, "flags")
+		}, msg: func(e *env) string {
+			return bash(lines("./pwn mountflags /workspace/group /home/agent /tmp /dev/shm /workspace/global /workspace/extra/flags",
+				"./pwn suid-exec /workspace/group/suid-root", "echo FLAGS-DONE"))
+		}, want: []string{"MOUNT-/workspace/group=HELD", "MOUNT-/home/agent=HELD", "MOUNT-/tmp=HELD", "MOUNT-/dev/shm=HELD",
+			"MOUNT-/workspace/global=HELD", "MOUNT-/workspace/extra/flags=HELD", "SUID-SET", "SUIDEXEC=HELD", "FLAGS-DONE"},
+			bad: []string{"EUID=0"}},
+
+		{name: "global-not-group-owned", setup: func(t *testing.T, e *env) {
+			// groups/global as main's runs leave it: the sandbox user's.
+			global := filepath.Join(e.h.Dir, "groups", "global")
+			require.NoError(t, os.MkdirAll(global, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(global, "MEMORY.md"), []byte("shared memory\n"), 0o644))
+			uid, gid, err := harness.SandboxUser()
+			require.NoError(t, err)
+			if uid >= 0 {
+				for _, p := range []string{global, filepath.Join(global, "MEMORY.md")} {
+					require.NoError(t, os.Lchown(p, uid, gid))
+				}
+			}
+		}, msg: func(e *env) string {
+			return bash(lines("./pwn own-uid /workspace/global /workspace/global/MEMORY.md",
+				try("GLOBAL-WRITE", "touch /workspace/global/pwned"), try("GLOBAL-CHMOD", "chmod 666 /workspace/global/MEMORY.md"),
+				"ls -lan /workspace/global", "echo GLOBAL-DONE"))
+		}, want: []string{"OWN-/workspace/global=HELD", "OWN-/workspace/global/MEMORY.md=HELD", "GLOBAL-WRITE=HELD", "GLOBAL-CHMOD=HELD", "GLOBAL-DONE"},
+			check: func(t *testing.T, e *env, _ string) []string {
+				return existing(filepath.Join(e.h.Dir, "groups", "global", "pwned"))
+			}},
+
+		{name: "mask-new-secrets", mount: true, setup: func(t *testing.T, e *env) {
+			dir := filepath.Join(e.h.Outside, "shared", "masks-"+e.folder)
+			for _, s := range newSecrets {
+				p := filepath.Join(dir, s)
+				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				require.NoError(t, os.WriteFile(p, []byte(maskSecret+"-"+s+"\n"), 0o644))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("MASKS-CONTROL-OK\n"), 0o644))
+			e.h.For(t).CLI("groups", "mount", "add", e.folder, dir, "masks")
+		}, msg: func(e *env) string {
+			return bash(lines("cd /workspace/extra/masks", "cat README",
+				"for f in "+strings.Join(newSecrets, " ")+"; do printf '%s=[%s]\\n' $f \"$(head -c 100 $f 2>&1)\"; done",
+				"grep -rl "+split(maskSecret)+" . 2>/dev/null | sed 's/^/UNMASKED:/'", "echo MASKS-DONE"))
+		}, want: []string{"MASKS-CONTROL-OK", "MASKS-DONE"}, bad: []string{maskSecret, "UNMASKED:"}},
+	}
+}
+
+// artifactTag names what one attack plants. It holds the host's own
+// directory name: the suites of both backends search the same /tmp, and the
+// other host's planted files are not this host's leftovers.
+func artifactTag(e *env) string { return "artifact-" + e.folder + "-" + filepath.Base(e.h.Dir) }
+
+func sessionDir(e *env) string { return filepath.Join(e.h.Dir, "data", "sessions", e.folder) }
+
+// plantedWants are the markers plant-artifacts prints for every entry in dirs.
+func plantedWants(dirs ...string) []string {
+	want := []string{"PLANT-DONE"}
+	for _, d := range dirs {
+		for _, what := range []string{"suid", "sgid", "wwfile", "wwdir", "suid-in-wwdir"} {
+			want = append(want, "PLANTED-"+d+"-"+what+" ")
+		}
+	}
+	return want
+}
+
+// waitStripped waits until the host has logged the end of the stripping
+// after the attacked group's run (its only one). A host without it never
+// logs that: the check then goes on and reports what it finds.
+func waitStripped(e *env) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if !e.h.Stderr.Wait(ctx, `msg="after-run strip done" group=`+e.folder+" ") {
+		return []string{inconclusive + "the host never logged the after-run strip of " + e.folder}
+	}
+	return nil
+}
+
+// privileged lists the entries under root with setuid, setgid or write for
+// others (symlinks aside).
+func privileged(root string) []string {
+	var ev []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		m := fi.Mode()
+		if m&(fs.ModeSetuid|fs.ModeSetgid) != 0 || m.Perm()&0o002 != 0 {
+			ev = append(ev, fmt.Sprintf("left on the host: %s %v (uid %d)", p, m, harness.FileUID(fi)))
+		}
+		return nil
+	})
+	return ev
+}
+
+// namesWith lists the entries under root, at most depth levels down, whose
+// name contains s.
+func namesWith(root, s string, depth int) []string {
+	var out []string
+	root = filepath.Clean(root)
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if strings.Contains(d.Name(), s) {
+			out = append(out, p)
+		}
+		if d.IsDir() && p != root && strings.Count(strings.TrimPrefix(p, root), "/") >= depth {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+// within reports whether p is one of roots or below one.
+func within(p string, roots ...string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// account is the name and shell /etc/passwd gives uid.
+func account(uid int) (name, shell string) {
+	data, _ := os.ReadFile("/etc/passwd")
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) == 7 && f[2] == strconv.Itoa(uid) {
+			return f[0], f[6]
+		}
+	}
+	return "no account", ""
+}
+
+func noLoginShell(shell string) bool {
+	b := filepath.Base(shell)
+	return b == "nologin" || b == "false"
+}

@@ -1,0 +1,178 @@
+package escape
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/test/harness"
+)
+
+func init() { register(fileAttacks) }
+
+// fileAttacks point send_file at what the group must not send: a symlink
+// (last component or a parent) to the host's files or another group's, a
+// FIFO that would hang a plain open, a directory, a file over the cap,
+// another group's folder by path, and another chat. A file the host sent
+// that holds /etc/passwd or another group's secret is an escape; so is any
+// file reaching a chat other than the group's own.
+func fileAttacks() []attack {
+	sendFile := func(path string, extra ...any) string {
+		in := map[string]any{"path": path}
+		for i := 0; i+1 < len(extra); i += 2 {
+			in[extra[i].(string)] = extra[i+1]
+		}
+		return tool("send_file", in)
+	}
+	// refused asks for every call of the attack to be refused: as many
+	// "denied:" as calls, and nothing sent anywhere.
+	refused := func(calls int) func(t *testing.T, e *env, out string) []string {
+		return func(t *testing.T, e *env, out string) []string {
+			ev := leakedFiles(e)
+			if n := len(e.h.TG.FilesTo(e.chat)); n > 0 {
+				ev = append(ev, fmt.Sprintf("%d files sent to the attacking group's chat", n))
+			}
+			if n := strings.Count(out, "denied: "); n < calls {
+				ev = append(ev, inconclusive+fmt.Sprintf("only %d of %d send_file calls were refused", n, calls))
+			}
+			return ev
+		}
+	}
+	return []attack{
+		{name: "sendfile-symlink-passwd", msg: func(e *env) string {
+			return strings.Join([]string{
+				bash("ln -s /etc/passwd /workspace/group/passwd.txt && ln -s " + filepath.Join(e.h.Dir, "groups/other/notes.txt") + " /workspace/group/notes.txt && echo LINKED"),
+				sendFile("/workspace/group/passwd.txt"),
+				sendFile("/workspace/group/notes.txt"),
+			}, "\n")
+		}, want: []string{"LINKED", "symlink"}, check: refused(2)},
+
+		{name: "sendfile-symlink-parent", msg: func(e *env) string {
+			return strings.Join([]string{
+				bash("ln -s /etc /workspace/group/etc && ln -s " + filepath.Join(e.h.Dir, "groups/other") + " /workspace/group/other && mkdir -p /workspace/group/d && ln -s /etc /workspace/group/d/up && echo LINKED"),
+				sendFile("/workspace/group/etc/passwd"),
+				sendFile("/workspace/group/other/notes.txt"),
+				sendFile("/workspace/group/d/up/passwd"),
+			}, "\n")
+		}, want: []string{"LINKED", "symlink"}, check: refused(3)},
+
+		{name: "sendfile-fifo", msg: func(e *env) string {
+			return strings.Join([]string{
+				bash("mkfifo /workspace/group/pipe && echo FIFO-MADE"),
+				sendFile("/workspace/group/pipe"),
+			}, "\n")
+		}, want: []string{"FIFO-MADE", "not a regular file"}, check: refused(1)},
+
+		{name: "sendfile-directory", msg: func(e *env) string {
+			return strings.Join([]string{
+				sendFile("/workspace/group"),
+				sendFile("/workspace/group/"),
+				sendFile("/workspace/global"),
+			}, "\n")
+		}, want: []string{"not a regular file"}, check: refused(3)},
+
+		{name: "sendfile-too-big", msg: func(e *env) string {
+			// Sparse: the disk quota does not stop it first.
+			return strings.Join([]string{
+				bash("truncate -s 51M /workspace/group/big.bin && echo BIG-MADE"),
+				sendFile("/workspace/group/big.bin"),
+			}, "\n")
+		}, want: []string{"BIG-MADE", "larger than 50 MB"}, check: refused(1)},
+
+		{name: "sendfile-other-group", msg: func(e *env) string {
+			return strings.Join([]string{
+				sendFile("/workspace/group/../other/notes.txt"),
+				sendFile("/workspace/other/notes.txt"),
+				sendFile(filepath.Join(e.h.Dir, "groups/other/notes.txt")),
+				sendFile("/workspace/extra/../../other/notes.txt"),
+				sendFile("/workspace/extra/nomount/notes.txt"),
+				sendFile("/etc/passwd"),
+				sendFile("../other/notes.txt"),
+			}, "\n")
+		}, want: []string{"denied: "}, check: refused(7)},
+
+		{name: "sendfile-other-chat", msg: func(e *env) string {
+			return strings.Join([]string{
+				bash("echo OWN-FILE > /workspace/group/own.txt && echo OWN-MADE"),
+				sendFile("/workspace/group/own.txt", "chat_id", harness.OwnerID),
+				sendFile("/workspace/group/own.txt", "chat_id", -100999000),
+				bash(`./pwn http POST /ipc/send_file '{"path":"/workspace/group/own.txt","group":"main","chat_id":` + fmt.Sprint(harness.OwnerID) + `}'; echo FORGE-DONE`),
+			}, "\n")
+		}, want: []string{"OWN-MADE", "may only send", "FORGE-DONE"}, check: refused(2)},
+
+		inboxAttack("inbox-symlink-etc", func(e *env) string { return "/etc" }),
+		inboxAttack("inbox-symlink-other-group", func(e *env) string { return filepath.Join(e.h.Dir, "groups", "other") }),
+
+		// A file swapped for a symlink to /etc/passwd as fast as the sandbox
+		// can while the host opens it: a check-then-open would lose the race
+		// now and then; openat2 refuses the link at the moment of the open.
+		{name: "sendfile-swap-race", msg: func(e *env) string {
+			loop := "cd /workspace/group && end=$(($(date +%s)+12)); while [ $(date +%s) -lt $end ]; do " +
+				"echo SAFE > sw.tmp; mv -f sw.tmp sw; ln -sfn /etc/passwd sw.lnk; mv -fT sw.lnk sw; done"
+			calls := []string{bash("setsid sh -c '" + loop + "' >/dev/null 2>&1 < /dev/null & sleep 1; echo RACE-STARTED")}
+			for range 12 {
+				calls = append(calls, sendFile("/workspace/group/sw"))
+			}
+			return strings.Join(calls, "\n")
+		}, want: []string{"RACE-STARTED"}, check: func(t *testing.T, e *env, out string) []string {
+			ev := leakedFiles(e)
+			for _, f := range e.h.TG.FilesTo(e.chat) {
+				if !bytes.Equal(f.Data, []byte("SAFE\n")) {
+					ev = append(ev, fmt.Sprintf("sent %q, not the file the agent wrote", clip(string(f.Data), 80)))
+				}
+			}
+			return ev
+		}},
+	}
+}
+
+// inboxAttack plants a symlink where the host writes files users send
+// (inbox/), then a member sends a file: it must not land at the link's
+// target, and the message must still reach the agent, with a note.
+func inboxAttack(name string, target func(e *env) string) attack {
+	return attack{name: name, msg: func(e *env) string {
+		return bash("cd /workspace/group && rm -rf inbox && ln -s " + target(e) + " inbox && echo PLANTED")
+	}, want: []string{"PLANTED"}, check: func(t *testing.T, e *env, _ string) []string {
+		before := len(e.h.TG.SentTo(e.chat))
+		ref := e.h.TG.AddFile([]byte("INBOX-PAYLOAD"))
+		e.h.Say(e.chat, "supergroup", name, harness.MemberID, "@Andy INBOX-CHECK", faketg.Attach("document", ref, "x.pdf"))
+		if !assert.Eventually(t, func() bool { return len(e.h.TG.SentTo(e.chat)) > before }, 60*time.Second, 50*time.Millisecond) {
+			return []string{inconclusive + "no answer to the file"}
+		}
+		var ev []string
+		if hits := harness.GrepFiles(t, "/etc", []byte("INBOX-PAYLOAD")); len(hits) > 0 {
+			ev = append(ev, fmt.Sprintf("the file landed in /etc: %v", hits))
+		}
+		if hits := harness.GrepFiles(t, filepath.Join(e.h.Dir, "groups", "other"), []byte("INBOX-PAYLOAD")); len(hits) > 0 {
+			ev = append(ev, fmt.Sprintf("the file landed in another group's folder: %v", hits))
+		}
+		answer := strings.Join(harness.Texts(e.h.TG.SentTo(e.chat)[before:]), "\n")
+		if !strings.Contains(answer, "INBOX-CHECK") || !strings.Contains(answer, "could not store") {
+			ev = append(ev, inconclusive+"the answer does not show the message with a note: "+clip(answer, 300))
+		}
+		return ev
+	}}
+}
+
+// leakedFiles is the evidence in every file the host sent: /etc/passwd,
+// another group's secret, a planted credential, or any file to the owner.
+func leakedFiles(e *env) []string {
+	var ev []string
+	for _, f := range e.h.TG.SentFiles() {
+		for _, bad := range []string{"root:x:0:0", "OTHER-GROUP-SECRET", harness.SecretSSH, harness.APIKey, harness.BotToken} {
+			if bytes.Contains(f.Data, []byte(bad)) {
+				ev = append(ev, fmt.Sprintf("a file holding %q was sent to chat %d", bad, f.ChatID))
+			}
+		}
+		if f.ChatID == harness.OwnerID {
+			ev = append(ev, fmt.Sprintf("a file (%s) reached the owner's chat", f.Name))
+		}
+	}
+	return ev
+}

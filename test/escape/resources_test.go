@@ -1,0 +1,162 @@
+package escape
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/test/harness"
+)
+
+func init() { register(resourceAttacks) }
+
+// resourceAttacks try to hold more memory, processes or tmpfs space than a
+// sandbox may; each pwn check prints how much it held at once. The host
+// runs with the default limits.
+func resourceAttacks() []attack {
+	memMB := strconv.FormatInt(sandbox.DefaultLimits.MemoryBytes>>20, 10)
+	tmpMB := strconv.FormatInt(sandbox.DefaultLimits.TmpBytes>>20, 10)
+	pids := strconv.Itoa(sandbox.DefaultLimits.Pids)
+	// Each attack also prints its cgroup, so the host can check it was the
+	// sandbox's own and is gone after the run.
+	withCgroup := func(cmd string) string {
+		return bash(lines("sed 's/^/CGROUP:/' /proc/self/cgroup", cmd), 150)
+	}
+	return []attack{
+		// Twelve processes of 100 MiB each: under any per-process limit,
+		// 1.2 GiB together.
+		{name: "memory-several-procs", refusedOK: true, msg: func(e *env) string {
+			return withCgroup("./pwn mem-procs 12 100 " + memMB + " MEMPROCS")
+		}, want: []string{"MEMPROCS=HELD"}, check: cgroupGone},
+
+		{name: "memory-shm-files", refusedOK: true, msg: func(e *env) string {
+			return withCgroup("./pwn hold file:/dev/shm 1536 " + memMB + " SHMFILES")
+		}, want: []string{"SHMFILES=HELD"}, check: cgroupGone},
+
+		{name: "memory-memfd", refusedOK: true, msg: func(e *env) string {
+			return withCgroup("./pwn hold memfd 1536 " + memMB + " MEMFD")
+		}, want: []string{"MEMFD=HELD"}, check: cgroupGone},
+
+		// Segments detached once touched outlive their mapping.
+		{name: "memory-sysv-shm", refusedOK: true, msg: func(e *env) string {
+			return withCgroup("./pwn hold sysv 1536 " + memMB + " SYSVSHM")
+		}, want: []string{"SYSVSHM=HELD"}, check: cgroupGone},
+
+		// /dev is no place to store anything: one stored byte is a breach.
+		{name: "dev-fill", msg: func(e *env) string {
+			return withCgroup("./pwn hold file:/dev 64 0 DEVFILL")
+		}, want: []string{"DEVFILL=HELD"}, check: cgroupGone},
+
+		{name: "tmp-over-size", msg: func(e *env) string {
+			return withCgroup("./pwn hold file:/tmp 1024 " + tmpMB + " TMPFILL")
+		}, want: []string{"TMPFILL=HELD"}, check: cgroupGone},
+
+		// Single-threaded sleepers, all held at once; the agent itself, the
+		// shell and pwn take a few of the pids.
+		{name: "fork-bomb-pids", msg: func(e *env) string {
+			return withCgroup("./pwn forkbomb 600 " + pids + " FORKBOMB; echo STILL-FORKS=$(/bin/echo yes)")
+		}, want: []string{"FORKBOMB=HELD", "STILL-FORKS=yes"}, check: cgroupGone},
+	}
+}
+
+// cgroupGone reads the memory cgroup the sandbox reported (CGROUP: lines),
+// checks that it was the sandbox's own and not the host's, and that the host
+// removed it after the run.
+func cgroupGone(t *testing.T, e *env, out string) []string {
+	inside, ok := reportedCgroup(out)
+	if !ok {
+		if strings.Contains(out, refusedText) {
+			return nil // killed with the run: nothing reported
+		}
+		return []string{inconclusive + "the sandbox reported no memory cgroup"}
+	}
+	var dir string
+	switch harness.Backend() {
+	case "docker":
+		// The engine's own cgroup namespace: the path is the host's.
+		dir = hostCgroupDir(inside.ctrl, inside.path)
+	default:
+		// bwrap's cgroup namespace is rooted at the host's own cgroup.
+		own, ok := procCgroup(fmt.Sprintf("/proc/%d/cgroup", e.hostPID), inside.ctrl)
+		if !ok {
+			return []string{inconclusive + "cannot read the host's cgroup"}
+		}
+		if inside.path == "/" {
+			return []string{"the sandbox runs in the host's own memory cgroup, with no limit of its own"}
+		}
+		dir = hostCgroupDir(inside.ctrl, path.Join(own, inside.path))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return []string{"the sandbox's cgroup " + dir + " still exists after the run"}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type cgroupLine struct{ ctrl, path string }
+
+// reportedCgroup finds the memory controller's line (v1) or the unified
+// one (v2) among the CGROUP: lines.
+func reportedCgroup(out string) (cgroupLine, bool) {
+	var v2 cgroupLine
+	found := false
+	for _, l := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "CGROUP:")
+		if !ok {
+			continue
+		}
+		parts := strings.SplitN(rest, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "memory" {
+				return cgroupLine{"memory", parts[2]}, true
+			}
+		}
+		if parts[1] == "" {
+			v2, found = cgroupLine{"", parts[2]}, true
+		}
+	}
+	return v2, found
+}
+
+func procCgroup(file, ctrl string) (string, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", false
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == ctrl {
+				return parts[2], true
+			}
+		}
+		if ctrl == "" && parts[1] == "" {
+			return parts[2], true
+		}
+	}
+	return "", false
+}
+
+func hostCgroupDir(ctrl, p string) string {
+	if ctrl == "" {
+		return filepath.Join("/sys/fs/cgroup", p)
+	}
+	return filepath.Join("/sys/fs/cgroup", ctrl, p)
+}
