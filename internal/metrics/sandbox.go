@@ -1,0 +1,142 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+// Backend is a sandbox backend as the runner uses it (runner.Sandbox).
+type Backend interface {
+	Name() string
+	Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error)
+}
+
+// Sandbox wraps b so that every run is counted and timed; nil metrics
+// return b itself.
+func (m *Metrics) Sandbox(b Backend) Backend {
+	if m == nil {
+		return b
+	}
+	return measured{b, m}
+}
+
+type measured struct {
+	Backend
+	m *Metrics
+}
+
+// Fingerprint is the wrapped backend's (runner.Fingerprinter), so that a
+// rebuilt agent still makes warm sandboxes stale when metrics are on.
+func (s measured) Fingerprint(ctx context.Context) (string, error) {
+	if f, ok := s.Backend.(interface {
+		Fingerprint(context.Context) (string, error)
+	}); ok {
+		return f.Fingerprint(ctx)
+	}
+	return "", nil
+}
+
+func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	name := s.Name()
+	start := time.Now()
+	// Observed at the ready line itself, not when the sandbox ends: a
+	// scrape after the answer already counts the start.
+	if spec.Stdout != nil {
+		spec.Stdout = &firstWrite{w: spec.Stdout, first: func() {
+			s.m.sandboxStart.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}}
+	}
+	// A sandbox waits (warm) until its job is given, then runs.
+	st := &runState{m: s.m, start: start}
+	s.m.warm.Inc()
+	if job := spec.Job; job != nil {
+		spec.Job = func(ctx context.Context) ([]byte, error) {
+			b, err := job(ctx)
+			if err == nil {
+				st.running()
+			}
+			return b, err
+		}
+	} else {
+		st.running()
+	}
+	res, err := s.Backend.Run(ctx, spec)
+	ran := st.end()
+	if !ran {
+		return res, err // a warm sandbox dropped unused: no run
+	}
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case res.TimedOut:
+		outcome = "timeout"
+	case res.OutputTruncated:
+		outcome = "output_limit"
+	case res.ExitCode != 0:
+		outcome = "failed"
+	}
+	s.m.runs.WithLabelValues(name, outcome).Inc()
+	if err == nil {
+		s.m.runDuration.WithLabelValues(name).Observe(time.Since(st.ranAt()).Seconds())
+	}
+	return res, err
+}
+
+// runState moves one sandbox from the warm gauge to the running one when
+// its job is given.
+type runState struct {
+	m     *Metrics
+	start time.Time
+
+	mu    sync.Mutex
+	ran   bool
+	jobAt time.Time
+}
+
+func (r *runState) running() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ran {
+		r.ran, r.jobAt = true, time.Now()
+		r.m.warm.Dec()
+		r.m.running.Inc()
+	}
+}
+
+// end takes the sandbox off its gauge and says whether it ran a job.
+func (r *runState) end() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ran {
+		r.m.running.Dec()
+	} else {
+		r.m.warm.Dec()
+	}
+	return r.ran
+}
+
+func (r *runState) ranAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobAt
+}
+
+// firstWrite calls first once, when the agent first writes: its ready
+// line, so the sandbox has started.
+type firstWrite struct {
+	w     io.Writer
+	once  sync.Once
+	first func()
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		f.once.Do(f.first)
+	}
+	return f.w.Write(p)
+}

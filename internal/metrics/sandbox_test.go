@@ -1,0 +1,77 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/sandbox"
+)
+
+type printed struct{ id string }
+
+func (printed) Name() string { return "printed" }
+func (printed) Run(context.Context, sandbox.Spec) (sandbox.Result, error) {
+	return sandbox.Result{}, nil
+}
+func (p printed) Fingerprint(context.Context) (string, error) { return p.id, nil }
+
+// The wrapper keeps the backend's fingerprint: without it a rebuilt agent
+// would not make warm sandboxes stale whenever metrics are on.
+func TestSandboxKeepsFingerprint(t *testing.T) {
+	wrapped := New(Options{}).Sandbox(printed{id: "agent-v2"})
+	f, ok := wrapped.(interface {
+		Fingerprint(context.Context) (string, error)
+	})
+	require.True(t, ok)
+	got, err := f.Fingerprint(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "agent-v2", got)
+}
+
+// readyThenWait writes its ready line, then runs until released.
+type readyThenWait struct{ release chan struct{} }
+
+func (readyThenWait) Name() string { return "bwrap" }
+func (r readyThenWait) Run(_ context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	_, _ = spec.Stdout.Write([]byte(`{"type":"ready"}` + "\n"))
+	<-r.release
+	return sandbox.Result{}, nil
+}
+
+// The start is counted at the ready line: a scrape taken after the answer
+// went out, while the sandbox still tears down, already holds it.
+func TestSandboxStartCountedAtReadyLine(t *testing.T) {
+	m := New(Options{Backends: []string{"bwrap"}})
+	r := readyThenWait{release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = m.Sandbox(r).Run(context.Background(), sandbox.Spec{Stdout: io.Discard})
+	}()
+	assert.Eventually(t, func() bool {
+		return testutil.CollectAndCount(m.sandboxStart) == 1 &&
+			histogramCount(t, m, "clawpen_sandbox_start_seconds") == 1
+	}, 5*time.Second, 5*time.Millisecond, "start not counted while the sandbox runs")
+	close(r.release)
+	<-done
+	assert.Equal(t, uint64(1), histogramCount(t, m, "clawpen_sandbox_start_seconds"), "counted once")
+}
+
+func histogramCount(t *testing.T, m *Metrics, name string) uint64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
