@@ -51,7 +51,7 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		}}
 	}
 	// A sandbox waits (warm) until its job is given, then runs.
-	st := &runState{m: s.m, start: start}
+	st := &runState{m: s.m}
 	s.m.warm.Inc()
 	if job := spec.Job; job != nil {
 		spec.Job = func(ctx context.Context) ([]byte, error) {
@@ -65,33 +65,33 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		st.running()
 	}
 	res, err := s.Backend.Run(ctx, spec)
-	ran := st.end()
-	if !ran {
-		return res, err // a warm sandbox dropped unused: no run
-	}
-	outcome := "ok"
-	switch {
-	case err != nil:
-		outcome = "error"
-	case res.TimedOut:
-		outcome = "timeout"
-	case res.OutputTruncated:
-		outcome = "output_limit"
-	case res.ExitCode != 0:
-		outcome = "failed"
-	}
-	s.m.runs.WithLabelValues(name, outcome).Inc()
-	if err == nil {
-		s.m.runDuration.WithLabelValues(name).Observe(time.Since(st.ranAt()).Seconds())
-	}
+	// The run is counted before the sandbox leaves its gauge: a scrape that
+	// sees no sandbox running sees the run that ended. A warm sandbox dropped
+	// unused is no run.
+	st.end(func(jobAt time.Time) {
+		outcome := "ok"
+		switch {
+		case err != nil:
+			outcome = "error"
+		case res.TimedOut:
+			outcome = "timeout"
+		case res.OutputTruncated:
+			outcome = "output_limit"
+		case res.ExitCode != 0:
+			outcome = "failed"
+		}
+		s.m.runs.WithLabelValues(name, outcome).Inc()
+		if err == nil {
+			s.m.runDuration.WithLabelValues(name).Observe(time.Since(jobAt).Seconds())
+		}
+	})
 	return res, err
 }
 
 // runState moves one sandbox from the warm gauge to the running one when
 // its job is given.
 type runState struct {
-	m     *Metrics
-	start time.Time
+	m *Metrics
 
 	mu    sync.Mutex
 	ran   bool
@@ -108,22 +108,16 @@ func (r *runState) running() {
 	}
 }
 
-// end takes the sandbox off its gauge and says whether it ran a job.
-func (r *runState) end() bool {
+// end calls ran if the sandbox ran a job, then takes it off its gauge.
+func (r *runState) end(ran func(jobAt time.Time)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ran {
+		ran(r.jobAt)
 		r.m.running.Dec()
 	} else {
 		r.m.warm.Dec()
 	}
-	return r.ran
-}
-
-func (r *runState) ranAt() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.jobAt
 }
 
 // firstWrite calls first once, when the agent first writes: its ready
