@@ -8,11 +8,7 @@ import (
 )
 
 // The Anthropic request body and stream events in the few fields the agent
-// uses. The SDK still sends the request (headers, retries, the host's
-// refusals) and frames the stream; only the JSON is ours. The SDK builds its
-// JSON by reflection over types that cover the whole API, and a process that
-// makes one or two requests pays for building those codecs every time, in
-// CPU and in the memory pages it touches (BenchmarkAgentCPU). The body is the
+// uses (api.go says why the agent has its own client). The body is the
 // SDK's, key for key (TestAnthropicBodyMatchesSDK).
 
 type anthropicBodyJSON struct {

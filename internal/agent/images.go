@@ -8,7 +8,6 @@ package agent
 // view, are attached.
 
 import (
-	"encoding/base64"
 	"html"
 	"io"
 	"net/http"
@@ -17,8 +16,6 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-
-	"github.com/openai/openai-go"
 )
 
 // BlockImage is an image for the model; its bytes are not kept in the
@@ -73,27 +70,4 @@ func readSmall(p string, limit int64) ([]byte, error) {
 		return nil, os.ErrInvalid
 	}
 	return io.ReadAll(io.LimitReader(f, limit))
-}
-
-// openAIUser is a user message of text and images (as data URLs).
-func openAIUser(m Message) (openai.ChatCompletionMessageParamUnion, bool) {
-	var parts []openai.ChatCompletionContentPartUnionParam
-	if t := m.text(); t != "" {
-		parts = append(parts, openai.TextContentPart(t))
-	}
-	images := 0
-	for _, b := range m.Content {
-		if b.Type == BlockImage && len(b.Data) > 0 {
-			url := "data:" + b.MediaType + ";base64," + base64.StdEncoding.EncodeToString(b.Data)
-			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: url}))
-			images++
-		}
-	}
-	switch {
-	case len(parts) == 0:
-		return openai.ChatCompletionMessageParamUnion{}, false
-	case images == 0:
-		return openai.UserMessage(m.text()), true
-	}
-	return openai.UserMessage(parts), true
 }
