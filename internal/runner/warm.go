@@ -1,17 +1,14 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/clawpen/clawpen/internal/domain"
 )
@@ -218,7 +215,7 @@ func (p *warmPool) fill(g domain.Group) {
 	_, have := p.ready[g.Folder]
 	p.mu.Unlock()
 	for _, f := range evicted {
-		p.dropFolder(f, errWarmEvicted)
+		p.drop(f, nil, errWarmEvicted)
 	}
 	if !want[g.Folder] || have {
 		return
@@ -246,7 +243,7 @@ func (p *warmPool) fill(g domain.Group) {
 		p.stop(g.Folder, e, errWarmStopped)
 		return
 	}
-	e.idle = time.AfterFunc(p.cfg.Idle, func() { p.dropIf(g.Folder, e, errWarmIdle) })
+	e.idle = time.AfterFunc(p.cfg.Idle, func() { p.drop(g.Folder, e, errWarmIdle) })
 	p.ready[g.Folder] = e
 	p.mu.Unlock()
 	// One that ends by itself (it should not) leaves the pool.
@@ -286,28 +283,18 @@ func (p *warmPool) make(ctx context.Context, g domain.Group) (*sandboxRun, error
 	return r.launch(ctx, v, nil, nil)
 }
 
-// dropIf drops e when it is still the group's waiting sandbox.
-func (p *warmPool) dropIf(folder string, e *warmEntry, why error) {
+// drop drops the group's waiting sandbox; when e is given, only if the
+// waiting one is still e.
+func (p *warmPool) drop(folder string, e *warmEntry, why error) {
 	p.mu.Lock()
-	mine := p.ready[folder] == e
-	if mine {
-		delete(p.ready, folder)
-	}
-	p.mu.Unlock()
-	if mine {
-		p.stop(folder, e, why)
-	}
-}
-
-func (p *warmPool) dropFolder(folder string, why error) {
-	p.mu.Lock()
-	e, ok := p.ready[folder]
+	cur, ok := p.ready[folder]
+	ok = ok && (e == nil || cur == e)
 	if ok {
 		delete(p.ready, folder)
 	}
 	p.mu.Unlock()
 	if ok {
-		p.stop(folder, e, why)
+		p.stop(folder, cur, why)
 	}
 }
 
@@ -340,7 +327,7 @@ func (p *warmPool) sweepLoop(ctx context.Context) {
 			}
 			p.mu.Unlock()
 			for _, f := range folders {
-				p.dropFolder(f, errWarmStopped)
+				p.drop(f, nil, errWarmStopped)
 			}
 			return
 		case <-t.C:
@@ -360,11 +347,11 @@ func (p *warmPool) sweep(ctx context.Context) {
 	short, _ := p.memoryShort()
 	for f, e := range entries {
 		if short {
-			p.dropIf(f, e, errWarmMemory)
+			p.drop(f, e, errWarmMemory)
 			continue
 		}
 		if !p.current(ctx, e) {
-			p.dropIf(f, e, errWarmView)
+			p.drop(f, e, errWarmView)
 		}
 	}
 }
@@ -386,7 +373,7 @@ func (p *warmPool) current(ctx context.Context, e *warmEntry) bool {
 // memoryShort reports whether the host's available memory is below the
 // pool's floor, and how much is available.
 func (p *warmPool) memoryShort() (bool, int64) {
-	avail, total, err := meminfo("/proc/meminfo")
+	avail, total, err := meminfo()
 	if err != nil {
 		return false, 0 // unknown: the sandboxes' own cgroups still bound them
 	}
@@ -398,35 +385,17 @@ func (p *warmPool) memoryShort() (bool, int64) {
 }
 
 // meminfo reads MemAvailable and MemTotal, in bytes.
-func meminfo(path string) (avail, total int64, err error) {
-	f, err := os.Open(filepath.Clean(path))
+func meminfo() (avail, total int64, err error) {
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "MemAvailable":
-			avail = n << 10
-		case "MemTotal":
-			total = n << 10
-		}
+	m, err := fs.Meminfo()
+	if err != nil {
+		return 0, 0, err
 	}
-	if avail == 0 || total == 0 {
-		return 0, 0, fmt.Errorf("%s: no MemAvailable or MemTotal", path)
+	if m.MemAvailableBytes == nil || m.MemTotalBytes == nil {
+		return 0, 0, errors.New("/proc/meminfo: no MemAvailable or MemTotal")
 	}
-	return avail, total, sc.Err()
+	return int64(*m.MemAvailableBytes), int64(*m.MemTotalBytes), nil
 }
