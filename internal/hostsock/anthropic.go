@@ -33,40 +33,7 @@ type aMessage struct {
 }
 
 // aContent is a string or an array of content blocks.
-type aContent struct {
-	text   *string
-	blocks []aBlock
-}
-
-func (c *aContent) UnmarshalJSON(b []byte) error {
-	switch firstByte(b) {
-	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = aContent{text: &s}
-	case '[':
-		var bs []aBlock
-		if err := json.Unmarshal(b, &bs); err != nil {
-			return err
-		}
-		*c = aContent{blocks: bs}
-	default:
-		return malformed("content must be a string or an array of content blocks")
-	}
-	return nil
-}
-
-func (c aContent) MarshalJSON() ([]byte, error) {
-	if c.text != nil {
-		return json.Marshal(*c.text)
-	}
-	if c.blocks == nil {
-		return []byte("[]"), nil
-	}
-	return json.Marshal(c.blocks)
-}
+type aContent = textOrList[aBlock]
 
 // aBlock is any content block; clean keeps the fields of its type.
 type aBlock struct {
@@ -87,6 +54,8 @@ type aBlock struct {
 	Data         *string        `json:"data,omitempty"`
 	CacheControl *aCacheControl `json:"cache_control,omitempty"`
 }
+
+func (aBlock) listName() string { return "content blocks" }
 
 // aSource is a block's source: an object (image, document) or a string (a
 // search result's label).
@@ -290,8 +259,8 @@ func cleanContent(c *aContent, allowed map[string]bool, where string) error {
 	if c.text != nil {
 		return nil
 	}
-	for i := range c.blocks {
-		if err := cleanBlock(&c.blocks[i], allowed, where); err != nil {
+	for i := range c.items {
+		if err := cleanBlock(&c.items[i], allowed, where); err != nil {
 			return err
 		}
 	}

@@ -46,40 +46,7 @@ type oMessage struct {
 }
 
 // oContent is a string or an array of content parts.
-type oContent struct {
-	text  *string
-	parts []oPart
-}
-
-func (c *oContent) UnmarshalJSON(b []byte) error {
-	switch firstByte(b) {
-	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = oContent{text: &s}
-	case '[':
-		var ps []oPart
-		if err := json.Unmarshal(b, &ps); err != nil {
-			return err
-		}
-		*c = oContent{parts: ps}
-	default:
-		return malformed("content must be a string or an array of content parts")
-	}
-	return nil
-}
-
-func (c oContent) MarshalJSON() ([]byte, error) {
-	if c.text != nil {
-		return json.Marshal(*c.text)
-	}
-	if c.parts == nil {
-		return []byte("[]"), nil
-	}
-	return json.Marshal(c.parts)
-}
+type oContent = textOrList[oPart]
 
 type oPart struct {
 	Type       string       `json:"type"`
@@ -89,6 +56,8 @@ type oPart struct {
 	File       *oFile       `json:"file,omitempty"`
 	Refusal    *string      `json:"refusal,omitempty"`
 }
+
+func (oPart) listName() string { return "content parts" }
 
 type oImageURL struct {
 	URL    string  `json:"url"`
@@ -312,8 +281,8 @@ func cleanOpenAIMessage(m *oMessage, i int) error {
 	if m.Content == nil || m.Content.text != nil {
 		return nil
 	}
-	for j := range m.Content.parts {
-		p := &m.Content.parts[j]
+	for j := range m.Content.items {
+		p := &m.Content.items[j]
 		switch p.Type {
 		case "text":
 			if p.Text == nil {

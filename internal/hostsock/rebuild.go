@@ -101,6 +101,47 @@ func capTokens(field string, n json.Number, limit int64) (int64, error) {
 	return int64(f), nil
 }
 
+// textOrList is a message's content in either API: a string or an array of
+// items (Anthropic's content blocks, OpenAI's content parts).
+type textOrList[T listItem] struct {
+	text  *string
+	items []T
+}
+
+// listItem names, for errors, what a content array holds.
+type listItem interface{ listName() string }
+
+func (c *textOrList[T]) UnmarshalJSON(b []byte) error {
+	switch firstByte(b) {
+	case '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*c = textOrList[T]{text: &s}
+	case '[':
+		var items []T
+		if err := json.Unmarshal(b, &items); err != nil {
+			return err
+		}
+		*c = textOrList[T]{items: items}
+	default:
+		var zero T
+		return malformed("content must be a string or an array of %s", zero.listName())
+	}
+	return nil
+}
+
+func (c textOrList[T]) MarshalJSON() ([]byte, error) {
+	if c.text != nil {
+		return json.Marshal(*c.text)
+	}
+	if c.items == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(c.items)
+}
+
 // firstByte is the first non-space byte of a JSON value.
 func firstByte(b []byte) byte {
 	b = bytes.TrimLeft(b, " \t\r\n")
