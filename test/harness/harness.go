@@ -10,6 +10,8 @@ package harness
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +47,10 @@ const (
 )
 
 // Image is the real agent image (container/Dockerfile), built fresh from this
-// tree's agent for the docker run.
-const Image = "clawpen-agent:e2e"
+// tree's agent for the docker run, tagged with the agent binary's digest so
+// that two checkouts testing on one machine do not overwrite each other's.
+// Setup sets it before any test runs; it is only read afterwards.
+var Image = "clawpen-agent:e2e"
 
 // ErrSkip is returned by Setup when the Docker backend was asked for but no
 // engine answers; the reason has been printed and the package should exit 0.
@@ -130,9 +134,19 @@ func Setup() (cleanup func(), err error) {
 			fmt.Println("SKIP: CLAWPEN_E2E_SANDBOX=docker but no Docker engine answers (docker info failed)")
 			return cleanup, ErrSkip
 		}
-		err := docker.BuildImage(context.Background(), docker.ImageOptions{ProjectRoot: root, AgentBin: filepath.Join(dir, "clawpen-agent"), Tag: Image, Out: io.Discard})
+		agent := filepath.Join(dir, "clawpen-agent")
+		digest, err := fileDigest(agent)
+		if err != nil {
+			return cleanup, err
+		}
+		Image = "clawpen-agent:e2e-" + digest[:12]
+		err = docker.BuildImage(context.Background(), docker.ImageOptions{ProjectRoot: root, AgentBin: agent, Tag: Image, Out: io.Discard})
 		if err != nil {
 			return cleanup, fmt.Errorf("build the agent image: %w", err)
+		}
+		cleanup = func() {
+			_ = exec.Command("docker", "image", "rm", Image).Run() // its layers stay cached for the next build
+			os.RemoveAll(dir)
 		}
 	}
 	return cleanup, nil
@@ -186,4 +200,18 @@ func LeftoverContainers() string {
 		}
 	}
 	return strings.Join(left, "\n")
+}
+
+// fileDigest is the hex SHA-256 of the file at path.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("harness: digest: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("harness: digest %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
