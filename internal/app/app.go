@@ -456,6 +456,7 @@ type Host struct {
 	store     *store.Store
 	telegram  *telegram.Client
 	retention time.Duration // CLAWPEN_RETENTION; 0 keeps everything
+	groupsDir string
 	log       *slog.Logger
 }
 
@@ -485,7 +486,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Store: p.Store, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Logger: log,
 		Dispatch: rt.Schedule, Changed: operations.TasksChanged(),
 	})
-	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, store: p.Store, telegram: p.Telegram, retention: cfg.Retention, log: log}, nil
+	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, store: p.Store, telegram: p.Telegram, retention: cfg.Retention, groupsDir: cfg.GroupsDir, log: log}, nil
 }
 
 // NewRunner is the runner serve builds on p, as cfg says, answering its
@@ -528,7 +529,7 @@ func (h *Host) Run(ctx context.Context) error {
 	g.Go(func() error { return h.Router.Run(gctx) })
 	g.Go(func() error { return h.Scheduler.Run(gctx) })
 	if h.retention > 0 {
-		g.Go(func() error { pruneLoop(gctx, h.store, h.retention, h.log); return nil })
+		g.Go(func() error { pruneLoop(gctx, h.store, h.groupsDir, h.retention, h.log); return nil })
 	}
 	// Not part of the group: it ends with ctx and never fails the host.
 	go pageOutWhenIdle(gctx, h.log)

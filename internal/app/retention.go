@@ -3,9 +3,11 @@ package app
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/retry"
+	"github.com/clawpen/clawpen/internal/router"
 	"github.com/clawpen/clawpen/internal/store"
 )
 
@@ -19,20 +21,46 @@ const (
 	pruneBreak = 50 * time.Millisecond
 )
 
-// pruneLoop prunes what is older than retention until ctx is done.
-func pruneLoop(ctx context.Context, st *store.Store, retention time.Duration, log *slog.Logger) {
+// pruneLoop prunes what is older than retention until ctx is done: the
+// stored history, and the files users sent into each group's inbox.
+func pruneLoop(ctx context.Context, st *store.Store, groupsDir string, retention time.Duration, log *slog.Logger) {
 	for {
-		p, err := pruneOnce(ctx, st, time.Now().Add(-retention), pruneBatch, pruneBreak)
+		before := time.Now().Add(-retention)
+		p, err := pruneOnce(ctx, st, before, pruneBatch, pruneBreak)
 		if err != nil && ctx.Err() == nil {
 			log.Error("prune old history", "err", err)
 		}
-		if p.Total() > 0 {
-			log.Info("pruned old history", "messages", p.Messages, "task_runs", p.TaskRuns, "audit", p.Audit, "commands", p.Commands)
+		files := pruneInboxes(ctx, st, groupsDir, before, log)
+		if p.Total() > 0 || files > 0 {
+			log.Info("pruned old history", "messages", p.Messages, "task_runs", p.TaskRuns, "audit", p.Audit, "commands", p.Commands,
+				"inbox_files", files)
 		}
 		if retry.Sleep(ctx, pruneEvery) != nil {
 			return
 		}
 	}
+}
+
+// pruneInboxes removes the inbox files of every registered group fetched
+// before before, and returns how many it removed. A group whose inbox
+// cannot be pruned safely (a symlink in its path) keeps it, with a warning.
+func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, before time.Time, log *slog.Logger) int {
+	groups, err := st.ListGroups(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("prune inboxes: list groups", "err", err)
+		}
+		return 0
+	}
+	total := 0
+	for _, g := range groups {
+		n, err := router.PruneInbox(filepath.Join(groupsDir, g.Folder, "inbox"), before)
+		total += n
+		if err != nil {
+			log.Warn("inbox not pruned", "group", g.Folder, "err", err)
+		}
+	}
+	return total
 }
 
 // pruneOnce removes, batch by batch, every row PruneBatch would remove

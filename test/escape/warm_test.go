@@ -26,13 +26,7 @@ func TestWarmEscape(t *testing.T) {
 	mainDir := filepath.Join(h.Dir, "groups", "main")
 	require.NoError(t, os.WriteFile(filepath.Join(mainDir, "MAIN-ONLY.txt"), []byte("MAIN-FOLDER-SECRET"), 0o644))
 
-	replies := 0
-	groupSays := func(text string) string {
-		t.Helper()
-		h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy\n"+text)
-		replies++
-		return h.Replies(harness.GroupChat, replies)[replies-1]
-	}
+	groupSays := groupSayer(t, h)
 	lastStartWarm := func() (bool, bool) {
 		ms := regexp.MustCompile(`msg="sandbox start" group=family .*warm=(true|false)`).FindAllStringSubmatch(h.Stderr.String(), -1)
 		if len(ms) == 0 {
@@ -116,4 +110,16 @@ func TestWarmEscape(t *testing.T) {
 	}
 	_, err := os.Stat(filepath.Join(h.Dir, "groups", "global", "warm-probe"))
 	require.True(t, os.IsNotExist(err), fmt.Sprintf("family wrote groups/global: %v", err))
+}
+
+// groupSayer returns a function that has a member of the registered group
+// (harness.GroupChat) trigger the agent with text and returns its answer.
+func groupSayer(t *testing.T, h *harness.Host) func(text string) string {
+	replies := len(h.TG.SentTo(harness.GroupChat))
+	return func(text string) string {
+		t.Helper()
+		h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy\n"+text)
+		replies++
+		return h.Replies(harness.GroupChat, replies)[replies-1]
+	}
 }
