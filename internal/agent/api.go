@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -233,10 +232,6 @@ func streamError(data []byte) error {
 // decodeEvent decodes one event's JSON data into v.
 func decodeEvent(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return fmt.Errorf("stream event is not JSON: %w", err)
-		}
 		return fmt.Errorf("stream event: %w", err)
 	}
 	return nil

@@ -151,9 +151,11 @@ func openAIUser(m Message) (openaiMessageJSON, bool) {
 	return openaiMessageJSON{Role: RoleUser, Content: parts}, true
 }
 
-// openaiChunk is one streamed chunk, in the fields the agent reads.
+// openaiChunk is one streamed chunk, in the fields the agent reads; Error
+// is set when the server failed after the answer had begun.
 type openaiChunk struct {
-	ID      string `json:"id"`
+	Error   json.RawMessage `json:"error"`
+	ID      string          `json:"id"`
 	Choices []struct {
 		Index        int    `json:"index"`
 		FinishReason string `json:"finish_reason"`
@@ -263,14 +265,12 @@ func (m *openaiModel) Complete(ctx context.Context, req ModelRequest) (ModelResp
 		if bytes.HasPrefix(sse.Data, []byte("[DONE]")) {
 			break
 		}
-		var probe struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(sse.Data, &probe) == nil && len(probe.Error) > 0 {
-			return ModelResponse{}, fmt.Errorf("openai: %w", streamError(probe.Error))
-		}
 		var c openaiChunk
-		if err := decodeEvent(sse.Data, &c); err != nil {
+		err = decodeEvent(sse.Data, &c)
+		if len(c.Error) > 0 {
+			return ModelResponse{}, fmt.Errorf("openai: %w", streamError(c.Error))
+		}
+		if err != nil {
 			return ModelResponse{}, fmt.Errorf("openai: %w", err)
 		}
 		if err := ans.add(&c); err != nil {

@@ -13,7 +13,8 @@ import (
 	"github.com/clawpen/clawpen/internal/faketg"
 )
 
-// Targets of the warm section (issue 14).
+// What the warm path aims for: an answer faster than a host with no
+// sandbox, and a waiting sandbox that costs little.
 const (
 	warmTargetBwrap  = 10 * time.Millisecond
 	warmTargetDocker = 30 * time.Millisecond
