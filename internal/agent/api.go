@@ -38,15 +38,15 @@ type apiClient struct {
 	base string // hostBaseURL and the provider's prefix, ending in "/"
 }
 
-// APIError is a model request the host or the provider answered with a
+// statusError is a model request the host or the provider answered with a
 // status of 400 or more, after any retries.
-type APIError struct {
+type statusError struct {
 	Method, URL string
 	StatusCode  int
 	Body        string
 }
 
-func (e *APIError) Error() string {
+func (e *statusError) Error() string {
 	msg := fmt.Sprintf("%s %q: %d %s", e.Method, e.URL, e.StatusCode, http.StatusText(e.StatusCode))
 	if e.Body != "" {
 		msg += " " + e.Body
@@ -55,7 +55,7 @@ func (e *APIError) Error() string {
 }
 
 // post sends body to path and returns the answer of the last try, whose body
-// the caller reads and closes; an answer of 400 or more is an *APIError.
+// the caller reads and closes; an answer of 400 or more is a *statusError.
 func (c apiClient) post(ctx context.Context, path string, body []byte) (*http.Response, error) {
 	url := c.base + path
 	for try := 0; ; try++ {
@@ -74,9 +74,9 @@ func (c apiClient) post(ctx context.Context, path string, body []byte) (*http.Re
 			return res, nil
 		}
 		retry := shouldRetry(res)
-		var apiErr *APIError
+		var apiErr *statusError
 		if err == nil {
-			apiErr, err = readAPIError(req, res)
+			apiErr, err = readStatusError(req, res)
 			retry = retry && (apiErr == nil || !deniedForGood(res, apiErr.Body))
 		}
 		if try >= maxRetries || !retry {
@@ -93,14 +93,14 @@ func (c apiClient) post(ctx context.Context, path string, body []byte) (*http.Re
 	}
 }
 
-// readAPIError reads and closes the body of an answer of 400 or more.
-func readAPIError(req *http.Request, res *http.Response) (*APIError, error) {
+// readStatusError reads and closes the body of an answer of 400 or more.
+func readStatusError(req *http.Request, res *http.Response) (*statusError, error) {
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %d: read error body: %w", req.Method, req.URL, res.StatusCode, err)
 	}
-	return &APIError{Method: req.Method, URL: req.URL.String(), StatusCode: res.StatusCode, Body: strings.TrimSpace(string(b))}, nil
+	return &statusError{Method: req.Method, URL: req.URL.String(), StatusCode: res.StatusCode, Body: strings.TrimSpace(string(b))}, nil
 }
 
 // deniedForGood reports a 429 the host itself answered with a refusal
