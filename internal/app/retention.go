@@ -42,7 +42,8 @@ func pruneLoop(ctx context.Context, st *store.Store, groupsDir string, retention
 }
 
 // pruneInboxes removes the inbox files of every registered group fetched
-// before before, and returns how many it removed. A group whose inbox
+// before before (and before the group's oldest message no run has handled
+// yet), and returns how many it removed. A group whose inbox
 // cannot be pruned safely (a symlink in its path) keeps it, with a warning.
 func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, before time.Time, log *slog.Logger) int {
 	groups, err := st.ListGroups(ctx)
@@ -54,7 +55,18 @@ func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, before
 	}
 	total := 0
 	for _, g := range groups {
-		n, err := router.PruneInbox(filepath.Join(groupsDir, g.Folder, "inbox"), before)
+		// The files of a message no run has handled yet stay, whatever
+		// their age, as the message itself does (names are whole seconds).
+		cutoff := before
+		pending, ok, err := st.OldestPending(ctx, g.Folder)
+		if err != nil {
+			log.Warn("inbox not pruned", "group", g.Folder, "err", err)
+			continue
+		}
+		if ok && pending.Truncate(time.Second).Before(cutoff) {
+			cutoff = pending.Truncate(time.Second)
+		}
+		n, err := router.PruneInbox(filepath.Join(groupsDir, g.Folder, "inbox"), cutoff)
 		total += n
 		if err != nil {
 			log.Warn("inbox not pruned", "group", g.Folder, "err", err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -69,4 +70,23 @@ func (s *Store) Size(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("database size: %w", err)
 	}
 	return pages * pageSize, nil
+}
+
+// OldestPending is the time of the oldest message of folder's chat that
+// no successful run has handled yet (after the group's cursor); ok is false
+// when there is none. Files of such a message are still needed, whatever
+// their age.
+func (s *Store) OldestPending(ctx context.Context, folder string) (at time.Time, ok bool, err error) {
+	var ms sql.NullInt64
+	err = s.r.QueryRowContext(ctx, `SELECT MIN(m.time) FROM messages m
+		JOIN "groups" g ON g.chat_id = m.chat_id
+		LEFT JOIN cursors c ON c.folder = g.folder
+		WHERE g.folder = ?1 AND m.seq > COALESCE(c.seq, 0)`, folder).Scan(&ms)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest pending message of %q: %w", folder, err)
+	}
+	if !ms.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(ms.Int64).UTC(), true, nil
 }

@@ -113,3 +113,44 @@ func TestPruneKeepsWhatARunNeeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, size, int64(4096))
 }
+
+// The oldest message a run has not yet handled is what an inbox prune
+// must keep the files of: none before a group's first message, the first
+// after the cursor once some were answered.
+func TestOldestPending(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	require.NoError(t, s.PutGroup(ctx, domain.Group{ChatID: -1, Name: "Family", Folder: "family"}))
+
+	_, ok, err := s.OldestPending(ctx, "family")
+	require.NoError(t, err)
+	assert.False(t, ok, "no message yet")
+
+	var seqs []int64
+	for i := range 3 {
+		seq, _, err := s.AddMessage(ctx, domain.Message{ChatID: -1, MessageID: int64(i + 1), SenderID: 7, Text: "m", Time: t0.Add(time.Duration(i) * time.Hour)})
+		require.NoError(t, err)
+		seqs = append(seqs, seq)
+	}
+	_, _, err = s.AddMessage(ctx, domain.Message{ChatID: -2, MessageID: 1, SenderID: 7, Text: "another chat", Time: t0.Add(-time.Hour)})
+	require.NoError(t, err)
+
+	at, ok, err := s.OldestPending(ctx, "family")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, t0, at, "never ran: the first message")
+
+	_, err = s.CompleteRun(ctx, "family", seqs[0], nil)
+	require.NoError(t, err)
+	at, ok, err = s.OldestPending(ctx, "family")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(time.Hour), at, "the first after the cursor")
+
+	_, err = s.CompleteRun(ctx, "family", seqs[2], nil)
+	require.NoError(t, err)
+	_, ok, err = s.OldestPending(ctx, "family")
+	require.NoError(t, err)
+	assert.False(t, ok, "all handled")
+}
