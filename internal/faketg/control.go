@@ -3,6 +3,7 @@ package faketg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -248,9 +249,19 @@ func (s *Server) sentToLocked(chatID int64) []SentMessage {
 
 // WaitSent waits until at least n messages were sent to chatID and returns them all.
 func (s *Server) WaitSent(ctx context.Context, chatID int64, n int) ([]SentMessage, error) {
+	got, err := waitCount(ctx, s, n, func() []SentMessage { return s.sentToLocked(chatID) })
+	if err != nil {
+		return got, fmt.Errorf("faketg: %d of %d messages to chat %d: %w", len(got), n, chatID, err)
+	}
+	return got, nil
+}
+
+// waitCount waits until list, called with s.mu held, has at least n items
+// and returns them.
+func waitCount[T any](ctx context.Context, s *Server, n int, list func() []T) ([]T, error) {
 	for {
 		s.mu.Lock()
-		got := s.sentToLocked(chatID)
+		got := list()
 		changed := s.changed
 		s.mu.Unlock()
 		if len(got) >= n {
@@ -259,9 +270,9 @@ func (s *Server) WaitSent(ctx context.Context, chatID int64, n int) ([]SentMessa
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return got, fmt.Errorf("faketg: %d of %d messages to chat %d: %w", len(got), n, chatID, ctx.Err())
+			return got, ctx.Err()
 		case <-s.closed:
-			return got, fmt.Errorf("faketg: server closed")
+			return got, errors.New("server closed")
 		}
 	}
 }

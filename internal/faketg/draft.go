@@ -116,22 +116,11 @@ func (s *Server) draftsLocked(chatID int64) []Draft {
 // WaitDrafts waits until at least n drafts were accepted for chatID and
 // returns them all.
 func (s *Server) WaitDrafts(ctx context.Context, chatID int64, n int) ([]Draft, error) {
-	for {
-		s.mu.Lock()
-		got := s.draftsLocked(chatID)
-		changed := s.changed
-		s.mu.Unlock()
-		if len(got) >= n {
-			return got, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return got, fmt.Errorf("faketg: %d of %d drafts to chat %d: %w", len(got), n, chatID, ctx.Err())
-		case <-s.closed:
-			return got, fmt.Errorf("faketg: server closed")
-		}
+	got, err := waitCount(ctx, s, n, func() []Draft { return s.draftsLocked(chatID) })
+	if err != nil {
+		return got, fmt.Errorf("faketg: %d of %d drafts to chat %d: %w", len(got), n, chatID, err)
 	}
+	return got, nil
 }
 
 // FailDrafts makes every sendMessageDraft call fail with the HTTP/Bot API
