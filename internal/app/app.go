@@ -23,7 +23,7 @@ import (
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/metrics"
+
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/router"
@@ -429,7 +429,7 @@ type Parts struct {
 	Status             router.HostStatus
 	Mounts             *mounts.Policy
 	// Metrics hears what the host does; nil counts nothing.
-	Metrics *metrics.Metrics
+	Metrics *hostMetrics
 }
 
 // ownerMenu is the command menu of the owner's chat.

@@ -10,14 +10,14 @@ import (
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
-	"github.com/clawpen/clawpen/internal/metrics"
+
 	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/runner"
 )
 
 // newMetrics is the host's metrics, or nil when CLAWPEN_METRICS_ADDR is
 // empty: then nothing is counted at all.
-func newMetrics(cfg config.Config) *metrics.Metrics {
+func newMetrics(cfg config.Config) *hostMetrics {
 	if cfg.MetricsAddr == "" {
 		return nil
 	}
@@ -25,17 +25,17 @@ func newMetrics(cfg config.Config) *metrics.Metrics {
 	for i, op := range ops.Operations {
 		names[i] = string(op)
 	}
-	return metrics.New(metrics.Options{Operations: names, Backends: []string{"bwrap", "docker", "none"}})
+	return newHostMetrics(metricOptions{Operations: names, Backends: []string{"bwrap", "docker", "none"}})
 }
 
 // startMetrics serves /metrics, /healthz and /readyz on CLAWPEN_METRICS_ADDR
 // until ctx is done. Ready means: the database takes a write, getUpdates
 // answered within the last poll window (so messages arrive), and a sandbox
 // backend was found (agents can run).
-func startMetrics(ctx context.Context, cfg config.Config, m *metrics.Metrics, h *Host, backend runner.Sandbox, log *slog.Logger) (wait func(), err error) {
-	m.Watch(metrics.Sources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats})
+func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, h *Host, backend runner.Sandbox, log *slog.Logger) (wait func(), err error) {
+	m.Watch(metricSources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats})
 	_, noSandbox := backend.(unavailable)
-	checks := []metrics.Check{
+	checks := []readyCheck{
 		{Name: "store", Run: h.store.Writable},
 		{Name: "telegram", Run: func(context.Context) error {
 			if age := time.Since(h.telegram.LastPoll()); age > h.telegram.PollWindow() {
@@ -50,12 +50,12 @@ func startMetrics(ctx context.Context, cfg config.Config, m *metrics.Metrics, h 
 			return nil
 		}},
 	}
-	return metrics.Serve(ctx, cfg.MetricsAddr, metrics.Handler(m, checks), log)
+	return serveMetrics(ctx, cfg.MetricsAddr, metricsHandler(m, checks), log)
 }
 
 // countedAudit writes e to the audit log through audit and counts the
 // decision for the metrics.
-func countedAudit(audit func(context.Context, domain.AuditEntry) error, m *metrics.Metrics) func(context.Context, domain.AuditEntry) error {
+func countedAudit(audit func(context.Context, domain.AuditEntry) error, m *hostMetrics) func(context.Context, domain.AuditEntry) error {
 	return func(ctx context.Context, e domain.AuditEntry) error {
 		m.Decided(e.Operation, e.Decision)
 		return audit(ctx, e)
@@ -65,7 +65,7 @@ func countedAudit(audit func(context.Context, domain.AuditEntry) error, m *metri
 // countedUsage records token use in the store and counts it for the metrics.
 type countedUsage struct {
 	hostsock.UsageBook
-	m *metrics.Metrics
+	m *hostMetrics
 }
 
 func (u countedUsage) AddUsage(ctx context.Context, group, day string, input, output int64) error {

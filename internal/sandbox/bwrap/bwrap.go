@@ -35,7 +35,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
-	"github.com/clawpen/clawpen/internal/sandbox/seccomp"
 )
 
 const (
@@ -155,7 +154,7 @@ func newBackend(cfg Config, baseline bool) (*Backend, error) {
 		b.cgroups = cg
 		b.log.Debug("sandbox cgroups", "where", cg.Describe())
 	}
-	if b.filter, err = seccomp.Program(); err != nil {
+	if b.filter, err = sandbox.SeccompProgram(); err != nil {
 		return nil, err
 	}
 	// bwrap exits without reaping its PID-namespace init, which is then

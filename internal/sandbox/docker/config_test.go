@@ -9,12 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
-	"github.com/clawpen/clawpen/internal/sandbox/seccomp"
 )
 
 func testProfile(t *testing.T) string {
 	t.Helper()
-	p, err := seccomp.DockerProfile()
+	p, err := sandbox.DockerSeccompProfile()
 	require.NoError(t, err)
 	return p
 }

@@ -32,7 +32,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
-	"github.com/clawpen/clawpen/internal/sandbox/seccomp"
 )
 
 // DefaultImage is the agent image the host runs unless configured otherwise.
@@ -138,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		_ = cli.Close()
 		return nil, fmt.Errorf("docker engine not reachable at %s: %w", cli.DaemonHost(), err)
 	}
-	profile, err := seccomp.DockerProfile()
+	profile, err := sandbox.DockerSeccompProfile()
 	if err != nil {
 		_ = cli.Close()
 		return nil, err

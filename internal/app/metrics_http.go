@@ -1,4 +1,4 @@
-package metrics
+package app
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Check is one readiness condition: err says why the host is not ready.
-type Check struct {
+// readyCheck is one readiness condition: err says why the host is not ready.
+type readyCheck struct {
 	Name string
 	Run  func(ctx context.Context) error
 }
@@ -24,10 +24,10 @@ type Check struct {
 // the orchestrator's probe.
 const checkTimeout = 5 * time.Second
 
-// Handler serves /metrics (m's registry; nil m: none), /healthz (the
+// metricsHandler serves /metrics (m's registry; nil m: none), /healthz (the
 // process answers) and /readyz (every check passes: 200, else 503 naming
 // the failed ones).
-func Handler(m *Metrics, checks []Check) http.Handler {
+func metricsHandler(m *hostMetrics, checks []readyCheck) http.Handler {
 	mux := http.NewServeMux()
 	if m != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
@@ -54,10 +54,10 @@ func Handler(m *Metrics, checks []Check) http.Handler {
 	return mux
 }
 
-// Serve listens on addr and serves h until ctx is done; the returned wait
+// serveMetrics listens on addr and serves h until ctx is done; the returned wait
 // blocks until the server has stopped. A listen error is returned at once,
 // so a wrong address stops the host at start rather than silently.
-func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (wait func(), err error) {
+func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (wait func(), err error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: listen on %s: %w", addr, err)

@@ -1,10 +1,11 @@
-// Package metrics is the host's Prometheus instrumentation and its health
-// endpoints: one registry of its own (no global state), the counters and
-// histograms the host's parts report to through small hooks, and the
-// handler serving /metrics, /healthz and /readyz on CLAWPEN_METRICS_ADDR.
-// The instrumented packages never import prometheus: the router and the
-// operations service call plain functions, the sandbox backend is wrapped.
-package metrics
+// The host's Prometheus instrumentation and its health endpoints: one
+// registry of its own (no global state), the counters and histograms the
+// host's parts report to through small hooks, and the handler serving
+// /metrics, /healthz and /readyz on CLAWPEN_METRICS_ADDR. The instrumented
+// packages never import prometheus: the router and the operations service
+// call plain functions, the sandbox backend is wrapped.
+
+package app
 
 import (
 	"context"
@@ -30,12 +31,12 @@ var sendResults = []string{"sent", "throttled", "failed", "dropped"}
 // Run outcomes (clawpen_agent_runs_total's outcome).
 var runOutcomes = []string{"ok", "failed", "timeout", "output_limit", "error"}
 
-// Unknown is the label of an operation the host does not know: an agent
+// unknownLabel is the label of an operation the host does not know: an agent
 // may ask for any name, and a label must not take unbounded input.
-const Unknown = "unknown"
+const unknownLabel = "unknown"
 
-// Options shape the metrics.
-type Options struct {
+// metricOptions shape the metrics.
+type metricOptions struct {
 	// Operations are the IPC operation names that may appear as labels;
 	// any other is counted as Unknown.
 	Operations []string
@@ -43,10 +44,10 @@ type Options struct {
 	Backends []string
 }
 
-// Metrics holds the host's registry and collectors. Its methods are safe
+// hostMetrics holds the host's registry and collectors. Its methods are safe
 // for concurrent use; a nil *Metrics records nothing, so a host without
 // CLAWPEN_METRICS_ADDR passes nil.
-type Metrics struct {
+type hostMetrics struct {
 	reg *prometheus.Registry
 	ops []string
 
@@ -62,12 +63,12 @@ type Metrics struct {
 	tokens       *prometheus.CounterVec
 
 	mu      sync.Mutex
-	sources Sources
+	sources metricSources
 }
 
-// Sources are read at each scrape: what the host holds as state rather than
+// metricSources are read at each scrape: what the host holds as state rather than
 // counts as events. A nil function leaves its series out.
-type Sources struct {
+type metricSources struct {
 	// Queue is the number of agent runs waiting for their turn.
 	Queue func() int
 	// Outbox is the undelivered outgoing messages and the time the oldest
@@ -75,10 +76,10 @@ type Sources struct {
 	Outbox func(ctx context.Context) (n int, oldest time.Time, err error)
 }
 
-// New makes the collectors and registers them, with the Go runtime and
+// newHostMetrics makes the collectors and registers them, with the Go runtime and
 // process collectors (memory, CPU, file descriptors), on a registry of its own.
-func New(o Options) *Metrics {
-	m := &Metrics{
+func newHostMetrics(o metricOptions) *hostMetrics {
+	m := &hostMetrics{
 		reg: prometheus.NewRegistry(),
 		ops: o.Operations,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -146,17 +147,17 @@ func New(o Options) *Metrics {
 			m.decisions.WithLabelValues(a, d)
 		}
 	}
-	for _, op := range append(slices.Clone(o.Operations), Unknown) {
+	for _, op := range append(slices.Clone(o.Operations), unknownLabel) {
 		m.ipcRefusals.WithLabelValues(op)
 	}
 	return m
 }
 
 // Registry is the registry /metrics serves.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+func (m *hostMetrics) Registry() *prometheus.Registry { return m.reg }
 
 // Watch sets what is read at each scrape.
-func (m *Metrics) Watch(s Sources) {
+func (m *hostMetrics) Watch(s metricSources) {
 	if m == nil {
 		return
 	}
@@ -167,7 +168,7 @@ func (m *Metrics) Watch(s Sources) {
 
 // Received counts an inbound message of kind (one of messageKinds; any
 // other is a bug and counted as ignored rather than minting a series).
-func (m *Metrics) Received(kind string) {
+func (m *hostMetrics) Received(kind string) {
 	if m == nil {
 		return
 	}
@@ -178,7 +179,7 @@ func (m *Metrics) Received(kind string) {
 }
 
 // Sent counts one send attempt's result (one of sendResults).
-func (m *Metrics) Sent(result string) {
+func (m *hostMetrics) Sent(result string) {
 	if m == nil || !slices.Contains(sendResults, result) {
 		return
 	}
@@ -186,12 +187,12 @@ func (m *Metrics) Sent(result string) {
 }
 
 // IPCRefused counts a refused agent request of operation op.
-func (m *Metrics) IPCRefused(op string) {
+func (m *hostMetrics) IPCRefused(op string) {
 	if m == nil {
 		return
 	}
 	if !slices.Contains(m.ops, op) {
-		op = Unknown
+		op = unknownLabel
 	}
 	m.ipcRefusals.WithLabelValues(op).Inc()
 }
@@ -205,7 +206,7 @@ var (
 // Decided counts one audited decision of a run's socket: operation as the
 // audit log names it ("egress", "proxy.messages", …), decision allow, deny
 // or error. Both map onto fixed label sets.
-func (m *Metrics) Decided(operation, decision string) {
+func (m *hostMetrics) Decided(operation, decision string) {
 	if m == nil || !slices.Contains(decisionKinds, decision) {
 		return
 	}
@@ -221,7 +222,7 @@ func (m *Metrics) Decided(operation, decision string) {
 
 // Tokens counts a model answer's tokens for group, a registered folder (a
 // bounded set: only registered groups run).
-func (m *Metrics) Tokens(group string, input, output int64) {
+func (m *hostMetrics) Tokens(group string, input, output int64) {
 	if m == nil {
 		return
 	}
@@ -230,7 +231,7 @@ func (m *Metrics) Tokens(group string, input, output int64) {
 }
 
 // stateCollector reads the Sources at scrape time.
-type stateCollector struct{ m *Metrics }
+type stateCollector struct{ m *hostMetrics }
 
 var (
 	queueDesc = prometheus.NewDesc("clawpen_queue_waiting_runs",

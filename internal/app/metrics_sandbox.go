@@ -1,4 +1,4 @@
-package metrics
+package app
 
 import (
 	"context"
@@ -9,15 +9,15 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
-// Backend is a sandbox backend as the runner uses it (runner.Sandbox).
-type Backend interface {
+// measurable is a sandbox backend as the runner uses it (runner.Sandbox).
+type measurable interface {
 	Name() string
 	Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error)
 }
 
 // Sandbox wraps b so that every run is counted and timed; nil metrics
 // return b itself.
-func (m *Metrics) Sandbox(b Backend) Backend {
+func (m *hostMetrics) Sandbox(b measurable) measurable {
 	if m == nil {
 		return b
 	}
@@ -25,14 +25,14 @@ func (m *Metrics) Sandbox(b Backend) Backend {
 }
 
 type measured struct {
-	Backend
-	m *Metrics
+	measurable
+	m *hostMetrics
 }
 
 // Fingerprint is the wrapped backend's (runner.Fingerprinter), so that a
 // rebuilt agent still makes warm sandboxes stale when metrics are on.
 func (s measured) Fingerprint(ctx context.Context) (string, error) {
-	if f, ok := s.Backend.(interface {
+	if f, ok := s.measurable.(interface {
 		Fingerprint(context.Context) (string, error)
 	}); ok {
 		return f.Fingerprint(ctx)
@@ -64,7 +64,7 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	} else {
 		st.running()
 	}
-	res, err := s.Backend.Run(ctx, spec)
+	res, err := s.measurable.Run(ctx, spec)
 	// The run is counted before the sandbox leaves its gauge: a scrape that
 	// sees no sandbox running sees the run that ended. A warm sandbox dropped
 	// unused is no run.
@@ -91,7 +91,7 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 // runState moves one sandbox from the warm gauge to the running one when
 // its job is given.
 type runState struct {
-	m *Metrics
+	m *hostMetrics
 
 	mu    sync.Mutex
 	ran   bool

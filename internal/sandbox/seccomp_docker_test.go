@@ -1,4 +1,4 @@
-package seccomp
+package sandbox
 
 import (
 	"slices"
@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestDockerProfile expands the profile as the engine does for a container
+// TestDockerSeccompProfile expands the profile as the engine does for a container
 // with every capability dropped and checks what it allows.
-func TestDockerProfile(t *testing.T) {
-	body, err := DockerProfile()
+func TestDockerSeccompProfile(t *testing.T) {
+	body, err := DockerSeccompProfile()
 	require.NoError(t, err)
 	spec := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{}}}
 	got, err := mobyseccomp.LoadProfile(body, spec)
@@ -32,7 +32,7 @@ func TestDockerProfile(t *testing.T) {
 			allowed[n] = append(allowed[n], s)
 		}
 	}
-	for _, r := range DefaultDeny {
+	for _, r := range seccompDeny {
 		if len(r.Args) > 0 {
 			continue
 		}

@@ -1,4 +1,4 @@
-package metrics
+package app
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func (p printed) Fingerprint(context.Context) (string, error) { return p.id, nil
 // The wrapper keeps the backend's fingerprint: without it a rebuilt agent
 // would not make warm sandboxes stale whenever metrics are on.
 func TestSandboxKeepsFingerprint(t *testing.T) {
-	wrapped := New(Options{}).Sandbox(printed{id: "agent-v2"})
+	wrapped := newHostMetrics(metricOptions{}).Sandbox(printed{id: "agent-v2"})
 	f, ok := wrapped.(interface {
 		Fingerprint(context.Context) (string, error)
 	})
@@ -48,7 +48,7 @@ func (r readyThenWait) Run(_ context.Context, spec sandbox.Spec) (sandbox.Result
 // The start is counted at the ready line: a scrape taken after the answer
 // went out, while the sandbox still tears down, already holds it.
 func TestSandboxStartCountedAtReadyLine(t *testing.T) {
-	m := New(Options{Backends: []string{"bwrap"}})
+	m := newHostMetrics(metricOptions{Backends: []string{"bwrap"}})
 	r := readyThenWait{release: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
@@ -64,7 +64,7 @@ func TestSandboxStartCountedAtReadyLine(t *testing.T) {
 	assert.Equal(t, uint64(1), histogramCount(t, m, "clawpen_sandbox_start_seconds"), "counted once")
 }
 
-func histogramCount(t *testing.T, m *Metrics, name string) uint64 {
+func histogramCount(t *testing.T, m *hostMetrics, name string) uint64 {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package metrics
+package app
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newTest() *Metrics {
-	return New(Options{Operations: []string{"send_message", "schedule_task"}, Backends: []string{"bwrap"}})
+func newTest() *hostMetrics {
+	return newHostMetrics(metricOptions{Operations: []string{"send_message", "schedule_task"}, Backends: []string{"bwrap"}})
 }
 
 func TestMetricsPassLint(t *testing.T) {
 	m := newTest()
-	m.Watch(Sources{Queue: func() int { return 2 },
+	m.Watch(metricSources{Queue: func() int { return 2 },
 		Outbox: func(context.Context) (int, time.Time, error) { return 1, time.Now().Add(-time.Minute), nil }})
 	m.Received("triggered")
 	m.Sent("throttled")
@@ -38,7 +38,7 @@ func TestLabelsStayBounded(t *testing.T) {
 	m.IPCRefused("send_message")
 	m.Received("a chat title")
 	m.Sent("whatever")
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.ipcRefusals.WithLabelValues(Unknown)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.ipcRefusals.WithLabelValues(unknownLabel)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.ipcRefusals.WithLabelValues("send_message")))
 	assert.Equal(t, 3, testutil.CollectAndCount(m.ipcRefusals), "two operations and unknown")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.received.WithLabelValues("ignored")))
@@ -47,18 +47,18 @@ func TestLabelsStayBounded(t *testing.T) {
 }
 
 func TestNilMetricsRecordNothing(t *testing.T) {
-	var m *Metrics
+	var m *hostMetrics
 	m.Received("main")
 	m.Sent("sent")
 	m.IPCRefused("send_message")
-	m.Watch(Sources{})
+	m.Watch(metricSources{})
 	assert.Nil(t, m.Sandbox(nil))
 }
 
 func TestOutboxAgeAndQueueAreReadAtScrape(t *testing.T) {
 	m := newTest()
 	n := 0
-	m.Watch(Sources{Queue: func() int { return n },
+	m.Watch(metricSources{Queue: func() int { return n },
 		Outbox: func(context.Context) (int, time.Time, error) {
 			return n, time.Now().Add(-time.Duration(n) * time.Minute), nil
 		}})
@@ -75,7 +75,7 @@ clawpen_outbox_pending_messages 3
 	assert.InDelta(t, 180, age, 5)
 }
 
-func gatherValue(t *testing.T, m *Metrics, name string) float64 {
+func gatherValue(t *testing.T, m *hostMetrics, name string) float64 {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func gatherValue(t *testing.T, m *Metrics, name string) float64 {
 
 func TestReadyzNamesWhatFails(t *testing.T) {
 	broken := true
-	h := Handler(newTest(), []Check{
+	h := metricsHandler(newTest(), []readyCheck{
 		{Name: "store", Run: func(context.Context) error { return nil }},
 		{Name: "telegram", Run: func(context.Context) error {
 			if broken {

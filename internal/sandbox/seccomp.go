@@ -1,11 +1,12 @@
-// Package seccomp is the system call filter every bubblewrap sandbox runs
-// under (bwrap --seccomp). The namespaces, the dropped capabilities and
+// The system call filter every sandbox runs under: bwrap's --seccomp program
+// (SeccompProgram) and, brought to the same refusals, Docker's profile
+// (DockerSeccompProfile). The namespaces, the dropped capabilities and
 // no_new_privs already refuse most of what is listed here; the filter keeps
 // the kernel interfaces the sandbox has no use for out of its reach even when
 // one of those layers has a hole: the kernel keyrings (shared with the host
 // and every other sandbox), terminal input injection, new user namespaces,
 // tracing, perf/BPF/userfaultfd/io_uring, mounts, and host administration.
-// DefaultDeny lists each rule and why; docs/decisions.md says how the set was
+// seccompDeny lists each rule and why; docs/decisions.md says how the set was
 // chosen (Docker's default profile and Flatpak's as the references).
 //
 // It is a blocklist (everything else is allowed), generated with
@@ -13,7 +14,8 @@
 // what that library cannot express: a foreign ABI (i386 through int 0x80, or
 // x32), which the library would send to the default action, i.e. allow, and
 // an ioctl request compared on its low 32 bits only, as the kernel reads it.
-package seccomp
+
+package sandbox
 
 import (
 	"encoding/binary"
@@ -27,8 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Rule refuses a set of system calls, or calls whose arguments match.
-type Rule struct {
+// seccompRule refuses a set of system calls, or calls whose arguments match.
+type seccompRule struct {
 	Why   string
 	Names []string
 	// Args, when set, refuses Names[0] only when every condition holds.
@@ -51,10 +53,10 @@ var allowedPersonalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 // and reaches the hypervisor; AF_ALG and the rest are attack surface.
 var allowedSocketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
 
-// DefaultDeny is the filter's rule set. Syscall names are those of the
+// seccompDeny is the filter's rule set. Syscall names are those of the
 // library's table for the native architecture; an unknown name is an error
 // when the filter is built, not a silent gap.
-var DefaultDeny = []Rule{
+var seccompDeny = []seccompRule{
 	{Why: "kernel keyrings: the host's session keyring, and a channel between sandboxes",
 		Names: []string{"keyctl", "add_key", "request_key"}},
 	{Why: "new user namespaces give a fresh set of capabilities over new mounts and the kernel's namespaced code",
@@ -85,11 +87,11 @@ var DefaultDeny = []Rule{
 		Names: []string{"socket"}, Args: notAny(allowedSocketFamilies), Errno: unix.EAFNOSUPPORT},
 }
 
-// DeniedIoctls are terminal requests refused on any descriptor: TIOCSTI
+// seccompDeniedIoctls are terminal requests refused on any descriptor: TIOCSTI
 // pushes input into the terminal a sandbox inherited, TIOCLINUX pastes the
 // console's selection. The kernel reads the request as 32 bits, so only
 // those are compared.
-var DeniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+var seccompDeniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
 func notAny(values []uint64) []elastic.Condition {
 	var cs []elastic.Condition
@@ -103,10 +105,10 @@ func notAny(values []uint64) []elastic.Condition {
 // starts, and a pipe is only sure to hold one page.
 const maxBytes = 4096
 
-// Program assembles the filter for the native architecture as bwrap's
+// SeccompProgram assembles the filter for the native architecture as bwrap's
 // --seccomp reads it: an array of struct sock_filter in native byte order.
-func Program() ([]byte, error) {
-	insts, err := Instructions()
+func SeccompProgram() ([]byte, error) {
+	insts, err := seccompInstructions()
 	if err != nil {
 		return nil, err
 	}
@@ -126,15 +128,15 @@ func Program() ([]byte, error) {
 	return out, nil
 }
 
-// Instructions is the filter before encoding: the prologue, then the
-// library's program for DefaultDeny.
-func Instructions() ([]bpf.Instruction, error) {
+// seccompInstructions is the filter before encoding: the prologue, then the
+// library's program for seccompDeny.
+func seccompInstructions() ([]bpf.Instruction, error) {
 	native, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp filter: %w", err)
 	}
 	policy := elastic.Policy{DefaultAction: elastic.ActionAllow}
-	for _, r := range DefaultDeny {
+	for _, r := range seccompDeny {
 		g := elastic.SyscallGroup{Action: errnoAction(r.Errno)}
 		switch {
 		case len(r.Args) == 0:
@@ -187,11 +189,11 @@ func prologue(native *arch.Info, ioctl uint32) []bpf.Instruction {
 			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: uint32(arch.X32.SeccompMask), SkipFalse: 1},
 			deny)
 	}
-	n := len(DeniedIoctls)
+	n := len(seccompDeniedIoctls)
 	p = append(p,
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctl, SkipFalse: uint8(n + 2)},
 		bpf.LoadAbsolute{Off: reqOff, Size: 4})
-	for i, req := range DeniedIoctls {
+	for i, req := range seccompDeniedIoctls {
 		last := i == n-1
 		j := bpf.JumpIf{Cond: bpf.JumpEqual, Val: req, SkipTrue: uint8(n - 1 - i)}
 		if last {

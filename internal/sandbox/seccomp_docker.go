@@ -1,4 +1,4 @@
-package seccomp
+package sandbox
 
 import (
 	"encoding/json"
@@ -9,11 +9,11 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// DockerProfile is the seccomp profile Docker sandboxes run under, as
+// DockerSeccompProfile is the seccomp profile Docker sandboxes run under, as
 // HostConfig.SecurityOpt takes it ("seccomp=" + profile). It is Docker's
 // default profile (moby/profiles), an allowlist, brought to what the bwrap
 // filter refuses:
-//   - every call DefaultDeny refuses unconditionally is taken out of the
+//   - every call seccompDeny refuses unconditionally is taken out of the
 //     allowlist (Docker's allows ptrace and, in engines before 25, io_uring);
 //   - socket(2) is allowed for allowedSocketFamilies only (Docker's engines
 //     before 29 allow AF_VSOCK, which reaches the hypervisor);
@@ -27,10 +27,10 @@ import (
 // (ioctlAllowMasks): `clawpen run` gives a Docker sandbox a terminal, and
 // libseccomp, through runc, drops a refusing rule beside an unconditional
 // allow, nor can one rule hold two comparisons of the same argument.
-func DockerProfile() (string, error) {
+func DockerSeccompProfile() (string, error) {
 	p := mobyseccomp.DefaultProfile()
 	denied := map[string]bool{}
-	for _, r := range DefaultDeny {
+	for _, r := range seccompDeny {
 		if len(r.Args) == 0 {
 			for _, n := range r.Names {
 				denied[n] = true
@@ -58,7 +58,7 @@ func DockerProfile() (string, error) {
 		}})
 	}
 	// ioctl is allowed for every request but the denied terminal ones.
-	for _, m := range ioctlAllowMasks(DeniedIoctls[0], DeniedIoctls[1]) {
+	for _, m := range ioctlAllowMasks(seccompDeniedIoctls[0], seccompDeniedIoctls[1]) {
 		rules = append(rules, &mobyseccomp.Syscall{LinuxSyscall: specs.LinuxSyscall{
 			Names: []string{"ioctl"}, Action: specs.ActAllow,
 			Args: []specs.LinuxSeccompArg{{Index: 1, Value: m[0], ValueTwo: m[1], Op: specs.OpMaskedEqual}},

@@ -1,4 +1,4 @@
-package seccomp
+package sandbox
 
 import (
 	"encoding/binary"
@@ -65,7 +65,7 @@ func errno(e unix.Errno) uint32 { return retErrno | uint32(e) }
 // TestFilterDecisions runs the assembled program in a BPF interpreter, one
 // row per rule and the calls next to each that must stay allowed.
 func TestFilterDecisions(t *testing.T) {
-	insts, err := Instructions()
+	insts, err := seccompInstructions()
 	require.NoError(t, err)
 	vm, err := bpf.NewVM(insts)
 	require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestFilterDecisions(t *testing.T) {
 func TestEveryRuleNameIsKnown(t *testing.T) {
 	info, err := arch.GetInfo("")
 	require.NoError(t, err)
-	for _, r := range DefaultDeny {
+	for _, r := range seccompDeny {
 		for _, n := range r.Names {
 			_, ok := info.SyscallNames[n]
 			assert.True(t, ok, "%s", n)
@@ -168,7 +168,7 @@ func TestEveryRuleNameIsKnown(t *testing.T) {
 }
 
 func TestProgramFitsOnePage(t *testing.T) {
-	p, err := Program()
+	p, err := SeccompProgram()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(p), 4096)
 	assert.Zero(t, len(p)%8)
@@ -187,7 +187,7 @@ func TestMain(m *testing.M) {
 // filteredChild loads the filter on every thread and tries each call for
 // real, printing call → errno as JSON.
 func filteredChild() int {
-	prog, err := Program()
+	prog, err := SeccompProgram()
 	if err != nil {
 		fmt.Println(err)
 		return 1
