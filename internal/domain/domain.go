@@ -40,6 +40,10 @@ type Message struct {
 	Triggered bool `json:"triggered,omitempty"`
 	// Attachment is the file the message carried, if any.
 	Attachment *Attachment `json:"attachment,omitempty"`
+	// FileToFetch is the Telegram file id of Attachment still to be fetched
+	// into Attachment.Path; "" once it was fetched or given up. A run waits
+	// until its messages hold no such file.
+	FileToFetch string `json:"-"`
 }
 
 // Attachment is a file a message carried, as the agent is told of it.

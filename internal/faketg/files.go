@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -81,6 +82,27 @@ func (s *Server) FailFiles(n int) {
 	s.failFiles = n
 }
 
+// HoldDownload makes every download of f wait until release is called
+// (or its request ends): a slow transfer.
+func (s *Server) HoldDownload(f FileRef) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]chan struct{}{}
+	}
+	s.held[f.ID] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.held, f.ID)
+			close(ch)
+		})
+	}
+}
+
 // Downloads is how many file downloads were answered with the file.
 func (s *Server) Downloads() int {
 	s.mu.Lock()
@@ -135,6 +157,16 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/file/bot")
 	token, path, ok := strings.Cut(rest, "/")
 	id, ok2 := strings.CutPrefix(path, "documents/")
+	s.mu.Lock()
+	hold := s.held[id]
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	s.mu.Lock()
 	required := s.requireToken
 	data, found := s.stored[id]

@@ -117,6 +117,7 @@ type Server struct {
 	files         []SentFile
 	stored        map[string][]byte // file id -> bytes users send
 	failDownloads int
+	held          map[string]chan struct{} // file id: downloads wait until it is closed
 	failFiles     int
 	downloads     int
 }

@@ -1,11 +1,14 @@
 package router
 
-// Files users send: fetched into the group's inbox/ before the message is
-// stored, so the run it calls finds them. The sender's file name is
-// untrusted: the file lands under a name the host makes (date, message id,
-// a sanitised extension), and the sender's name is only ever shown escaped.
-// A file that cannot be fetched (too large, Telegram failing) leaves the
-// message with a note: the message itself is never lost.
+// Files users send: the message is stored at once, naming where its file
+// will be, and the file is fetched into the group's inbox/ beside the update
+// loop, so a large download holds back no other chat. A run waits until
+// the messages it is given hold no file still being fetched; a restart
+// fetches what a crash left unfetched. The sender's file name is untrusted:
+// the file lands under a name the host makes (date, message id, a sanitised
+// extension), and the sender's name is only ever shown escaped. A file that
+// cannot be fetched (too large, Telegram failing) leaves the message with a
+// note: the message itself is never lost.
 
 import (
 	"context"
@@ -13,9 +16,12 @@ import (
 	"fmt"
 	"mime"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -38,56 +44,214 @@ const InboxView = "/workspace/group/inbox"
 // fetchWaits are the waits before each download attempt.
 var fetchWaits = []time.Duration{0, 500 * time.Millisecond, 2 * time.Second}
 
-// attachment fetches in's file into g's inbox and says what the agent is
-// told of it; a failure is a note, never an error.
-func (r *Router) attachment(ctx context.Context, g domain.Group, in domain.Inbound) *domain.Attachment {
+// fetchWorkers is how many files are fetched at once, over all chats; one
+// more fetches the owner's only, so that groups sending large files never
+// hold the owner's back.
+const fetchWorkers = 2
+
+// beingFetched is the note of a file not fetched yet; a run never sees it
+// (it waits), but a listing of the messages may.
+const beingFetched = "being fetched"
+
+// planAttachment is what the message says of in's file when it is stored,
+// and the Telegram file id still to fetch ("" when nothing is to be
+// fetched: the note says why).
+func (r *Router) planAttachment(in domain.Inbound) (*domain.Attachment, string) {
 	f := in.File
 	a := &domain.Attachment{Type: f.Type, Name: f.Name}
-	limit := r.cfg.MaxFileBytes
 	var v *domain.FileVersion
 	for i := range f.Sizes {
-		if f.Sizes[i].Bytes <= limit {
+		if f.Sizes[i].Bytes <= r.cfg.MaxFileBytes {
 			v = &f.Sizes[i]
 			break
 		}
 	}
-	tooLarge := fmt.Sprintf("not fetched: larger than the %d MB limit", limit>>20)
-	if v == nil {
-		a.Note = tooLarge
-		return a
-	}
-	if r.cfg.Files == nil || r.cfg.GroupsDir == "" {
+	switch {
+	case v == nil:
+		a.Note = r.tooLarge()
+		return a, ""
+	case r.cfg.Files == nil || r.cfg.GroupsDir == "":
 		a.Note = "not fetched: this host does not fetch files"
-		return a
+		return a, ""
 	}
+	a.Path = InboxView + "/" + inboxName(in, f)
+	a.Note = beingFetched
+	return a, v.ID
+}
+
+func (r *Router) tooLarge() string {
+	return fmt.Sprintf("not fetched: larger than the %d MB limit", r.cfg.MaxFileBytes>>20)
+}
+
+// fetchFile downloads message m's file into folder's inbox, at the name its
+// attachment gives, and says what became of it; a failure is a note, never
+// an error. ctx ending leaves it as it was (to be fetched).
+func (r *Router) fetchFile(ctx context.Context, folder string, m domain.Message) *domain.Attachment {
+	a := *m.Attachment
+	a.Note = ""
 	var data []byte
 	var err error
 	for _, wait := range fetchWaits {
-		if retry.Sleep(ctx, wait) != nil {
+		if err = retry.Sleep(ctx, wait); err != nil {
+			return m.Attachment
+		}
+		data, err = r.cfg.Files.Download(ctx, m.FileToFetch, r.cfg.MaxFileBytes)
+		if err == nil || errors.Is(err, domain.ErrFileTooLarge) || ctx.Err() != nil {
 			break
 		}
-		data, err = r.cfg.Files.Download(ctx, v.ID, limit)
-		if err == nil || errors.Is(err, domain.ErrFileTooLarge) {
-			break
-		}
-		r.log.Warn("file download failed", "chat", in.ChatID, "message", in.MessageID, "err", err)
+		r.log.Warn("file download failed", "chat", m.ChatID, "message", m.MessageID, "err", err)
 	}
 	switch {
+	case ctx.Err() != nil:
+		return m.Attachment
 	case errors.Is(err, domain.ErrFileTooLarge):
-		a.Note = tooLarge
-		return a
+		a.Path, a.Note = "", r.tooLarge()
+		return &a
 	case err != nil:
-		a.Note = "not fetched: Telegram did not hand the file over"
-		return a
+		a.Path, a.Note = "", "not fetched: Telegram did not hand the file over"
+		return &a
 	}
-	name := inboxName(in, f)
-	if err := writeInbox(filepath.Join(r.cfg.GroupsDir, g.Folder, "inbox"), name, data); err != nil {
-		r.log.Error("write inbox file", "group", g.Folder, "name", name, "err", err)
-		a.Note = "not fetched: the host could not store the file"
-		return a
+	name := path.Base(a.Path)
+	if err := writeInbox(filepath.Join(r.cfg.GroupsDir, folder, "inbox"), name, data); err != nil {
+		r.log.Error("write inbox file", "group", folder, "name", name, "err", err)
+		a.Path, a.Note = "", "not fetched: the host could not store the file"
 	}
-	a.Path = InboxView + "/" + name
-	return a
+	return &a
+}
+
+// fetch is one file to fetch: message m of folder's chat.
+type fetch struct {
+	folder string
+	m      domain.Message
+}
+
+// fetchQueue holds the files to fetch, in the order their messages came,
+// each once (a restart's recovery and a replayed update may both add one).
+type fetchQueue struct {
+	mu     sync.Mutex
+	more   *sync.Cond // a file was added, or the workers are to stop
+	jobs   []fetch
+	queued map[int64]bool // by message seq, until fetched
+}
+
+func newFetchQueue() *fetchQueue {
+	q := &fetchQueue{queued: map[int64]bool{}}
+	q.more = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *fetchQueue) add(f fetch) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[f.m.Seq] {
+		return
+	}
+	q.queued[f.m.Seq] = true
+	q.jobs = append(q.jobs, f)
+	q.more.Broadcast()
+}
+
+// next waits for the next file to fetch (the owner's first; with
+// ownerOnly, only the owner's) until ctx is done.
+func (q *fetchQueue) next(ctx context.Context, ownerOnly bool) (fetch, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for ctx.Err() == nil {
+		i := slices.IndexFunc(q.jobs, func(f fetch) bool { return f.folder == domain.MainFolder })
+		if i < 0 && !ownerOnly && len(q.jobs) > 0 {
+			i = 0
+		}
+		if i >= 0 {
+			f := q.jobs[i]
+			q.jobs = slices.Delete(q.jobs, i, i+1)
+			return f, true
+		}
+		q.more.Wait()
+	}
+	return fetch{}, false
+}
+
+// stop wakes every waiting worker to see that its context is done.
+func (q *fetchQueue) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.more.Broadcast()
+}
+
+func (q *fetchQueue) done(seq int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queued, seq)
+}
+
+// recoverFetches queues the files a restart left unfetched.
+func (r *Router) recoverFetches(ctx context.Context) error {
+	left, err := r.cfg.Store.MessagesToFetch(ctx)
+	if err != nil {
+		return fmt.Errorf("recover files to fetch: %w", err)
+	}
+	for _, m := range left {
+		g, ok, err := r.cfg.Store.GroupByChat(ctx, m.ChatID)
+		if err != nil {
+			return fmt.Errorf("recover files to fetch: %w", err)
+		}
+		if !ok || m.Attachment == nil {
+			// The group was unregistered: nothing will run over it.
+			a := domain.Attachment{Note: "not fetched: the group was unregistered"}
+			if m.Attachment != nil {
+				a.Type, a.Name = m.Attachment.Type, m.Attachment.Name
+			}
+			if err := r.cfg.Store.SetFetched(ctx, m.Seq, &a); err != nil {
+				return fmt.Errorf("recover files to fetch: %w", err)
+			}
+			continue
+		}
+		r.fetches.add(fetch{folder: g.Folder, m: m})
+	}
+	return nil
+}
+
+// fetchFiles fetches queued files until ctx is done, and returns once
+// every worker has stopped.
+func (r *Router) fetchFiles(ctx context.Context) {
+	defer context.AfterFunc(ctx, r.fetches.stop)()
+	var wg sync.WaitGroup
+	for i := range fetchWorkers + 1 {
+		wg.Go(func() {
+			for {
+				f, ok := r.fetches.next(ctx, i == fetchWorkers)
+				if !ok {
+					return
+				}
+				a := r.fetchFile(ctx, f.folder, f.m)
+				if ctx.Err() != nil {
+					return // still to fetch: the next start does
+				}
+				if r.recordFetched(ctx, f, a) {
+					r.fetches.done(f.m.Seq)
+					r.q.kick(f.folder) // a run may have waited for it
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// recordFetched stores what became of f's file, retrying a failing store
+// until ctx ends (the group's runs wait for it); false when it could not.
+func (r *Router) recordFetched(ctx context.Context, f fetch, a *domain.Attachment) bool {
+	b := retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second}
+	for {
+		err := r.cfg.Store.SetFetched(ctx, f.m.Seq, a)
+		if err == nil {
+			return true
+		}
+		d := b.Next()
+		r.log.Error("recording a fetched file failed, retrying", "group", f.folder, "message", f.m.MessageID, "err", err, "in", d)
+		if retry.Sleep(ctx, d) != nil {
+			return false
+		}
+	}
 }
 
 // inboxName is the file's name in the inbox: the message's time and id,

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,14 +94,24 @@ func TestWriteInboxTrustsNothingInTheFolder(t *testing.T) {
 	}
 }
 
+// fetcher hands out data after fail failed attempts and records, at each
+// call, what stored says (whether the message was already stored).
 type fetcher struct {
-	fail  int // attempts that fail before one succeeds
-	calls int
-	data  []byte
+	mu     sync.Mutex
+	fail   int // attempts that fail before one succeeds
+	calls  int
+	data   []byte
+	stored func() bool // nil: not asked
+	seen   []bool
 }
 
 func (f *fetcher) Download(_ context.Context, _ string, max int64) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.calls++
+	if f.stored != nil {
+		f.seen = append(f.seen, f.stored())
+	}
 	if f.calls <= f.fail {
 		return nil, errors.New("500")
 	}
@@ -106,6 +119,12 @@ func (f *fetcher) Download(_ context.Context, _ string, max int64) ([]byte, erro
 		return nil, domain.ErrFileTooLarge
 	}
 	return f.data, nil
+}
+
+func (f *fetcher) called() (int, []bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, slices.Clone(f.seen)
 }
 
 func TestAttachmentFetch(t *testing.T) {
@@ -118,29 +137,155 @@ func TestAttachmentFetch(t *testing.T) {
 		name     string
 		f        *fetcher
 		limit    int64
+		fetchID  string // "" when the size Telegram gave was enough to refuse it
 		wantPath bool
 		note     string
 	}{
-		{"largest within the cap, after retries", &fetcher{fail: 2, data: []byte("jpeg")}, 20 << 20, true, ""},
-		{"every attempt fails", &fetcher{fail: 5}, 20 << 20, false, "did not hand the file over"},
-		{"over the cap", &fetcher{data: []byte("jpeg")}, 5, false, "larger than the 0 MB limit"},
-		{"bigger than Telegram said", &fetcher{data: make([]byte, 2<<20)}, 1 << 20, false, "larger than the 1 MB limit"},
+		{"largest within the cap, after retries", &fetcher{fail: 2, data: []byte("jpeg")}, 20 << 20, "mid", true, ""},
+		{"every attempt fails", &fetcher{fail: 5}, 20 << 20, "mid", false, "did not hand the file over"},
+		{"over the cap", &fetcher{data: []byte("jpeg")}, 5, "", false, "larger than the 0 MB limit"},
+		{"bigger than Telegram said", &fetcher{data: make([]byte, 2<<20)}, 1 << 20, "mid", false, "larger than the 1 MB limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			groups := t.TempDir()
 			r := &Router{cfg: Config{Files: c.f, GroupsDir: groups, MaxFileBytes: c.limit}, log: slog.New(slog.DiscardHandler)}
-			a := r.attachment(context.Background(), domain.Group{Folder: "g"}, in)
+			a, id := r.planAttachment(in)
 			assert.Equal(t, "photo", a.Type)
+			require.Equal(t, c.fetchID, id)
+			if id != "" {
+				assert.Equal(t, InboxView+"/19700101-000000-9.jpg", a.Path, "where it will be")
+				assert.Equal(t, beingFetched, a.Note)
+				a = r.fetchFile(t.Context(), "g", domain.Message{MessageID: 9, Attachment: a, FileToFetch: id})
+			}
 			assert.Contains(t, a.Note, c.note)
 			if !c.wantPath {
 				assert.Empty(t, a.Path)
 				return
 			}
+			assert.Empty(t, a.Note)
 			assert.Equal(t, InboxView+"/19700101-000000-9.jpg", a.Path)
 			b, err := os.ReadFile(filepath.Join(groups, "g/inbox/19700101-000000-9.jpg"))
 			require.NoError(t, err)
 			assert.Equal(t, "jpeg", string(b))
 		})
 	}
+}
+
+// runFetches runs the router's fetch workers until every file is fetched
+// (no stored message of chats holds one to fetch), then stops them.
+func runFetches(t *testing.T, f *fixture, chats ...int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); f.r.fetchFiles(ctx) }()
+	require.Eventually(t, func() bool {
+		for _, c := range chats {
+			for _, m := range f.stored(t, c) {
+				if m.FileToFetch != "" {
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+}
+
+// A file is fetched beside the update loop: the message is stored before
+// its download starts (handling the update downloads nothing), the group's
+// run waits until the file is there, and the fetch wakes the group.
+func TestFileFetchedBesideTheUpdateLoop(t *testing.T) {
+	groups := t.TempDir()
+	fe := &fetcher{data: []byte("%PDF report")}
+	f := newFixture(t, "", func(c *Config) { c.Files, c.GroupsDir, c.MaxFileBytes = fe, groups, 1<<20 })
+	fe.stored = func() bool { return len(f.stored(t, family)) == 1 }
+	doc := &domain.InFile{Type: "document", Name: "r.pdf", Sizes: []domain.FileVersion{{ID: "f1", Bytes: 11}}}
+	f.say(t, domain.Inbound{ChatID: family, SenderID: member, Text: "@Andy read this", File: doc})
+
+	calls, _ := fe.called()
+	assert.Zero(t, calls, "handling the update downloaded nothing")
+	msgs := f.stored(t, family)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "f1", msgs[0].FileToFetch)
+	require.NoError(t, f.r.pending(t.Context(), "family"))
+	assert.Empty(t, f.agents.requests(), "no run before the file is there")
+
+	runFetches(t, f, family)
+	_, seen := fe.called()
+	assert.Equal(t, []bool{true}, seen, "the message was stored before its file was downloaded")
+	assert.Contains(t, f.kicks(), "family", "the fetch woke the group")
+	b, err := os.ReadFile(filepath.Join(groups, "family", "inbox", path.Base(msgs[0].Attachment.Path)))
+	require.NoError(t, err)
+	assert.Equal(t, "%PDF report", string(b))
+
+	require.NoError(t, f.r.pending(t.Context(), "family"))
+	reqs := f.agents.requests()
+	require.Len(t, reqs, 1)
+	assert.Contains(t, reqs[0].Prompt, `<attachment path="`+msgs[0].Attachment.Path+`" type="document" name="r.pdf"/>`)
+}
+
+// A restart fetches what a crash left unfetched; the file of a chat no
+// longer registered is noted, not fetched.
+func TestRestartFetchesWhatWasLeft(t *testing.T) {
+	groups := t.TempDir()
+	fe := &fetcher{data: []byte("left over")}
+	f := newFixture(t, "", func(c *Config) { c.Files, c.GroupsDir, c.MaxFileBytes = fe, groups, 1<<20 })
+	ctx := t.Context()
+	left := domain.Message{ChatID: family, MessageID: 1, SenderID: member, Text: "@Andy look", Triggered: true, Time: time.Unix(0, 0),
+		Attachment: &domain.Attachment{Type: "document", Path: InboxView + "/19700101-000000-1.txt", Note: beingFetched}, FileToFetch: "f1"}
+	_, _, err := f.st.AddMessage(ctx, left)
+	require.NoError(t, err)
+	gone := left
+	gone.ChatID, gone.FileToFetch = unknown, "f2"
+	_, _, err = f.st.AddMessage(ctx, gone)
+	require.NoError(t, err)
+
+	require.NoError(t, f.r.recoverFetches(ctx))
+	runFetches(t, f, family, unknown)
+	b, err := os.ReadFile(filepath.Join(groups, "family", "inbox", "19700101-000000-1.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "left over", string(b))
+	assert.Empty(t, f.stored(t, family)[0].Attachment.Note)
+
+	other := f.stored(t, unknown)
+	require.Len(t, other, 1)
+	assert.Equal(t, "not fetched: the group was unregistered", other[0].Attachment.Note)
+	calls, _ := fe.called()
+	assert.Equal(t, 1, calls, "only the registered group's file was downloaded")
+}
+
+// The fetch queue takes each message's file once, in arrival order, but the
+// owner's first, and the owner's own worker takes nothing else: a group
+// sending many large files holds none of main's back.
+func TestFetchQueueOrder(t *testing.T) {
+	ctx := t.Context()
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	q := newFetchQueue()
+	for i, folder := range []string{"family", "work", domain.MainFolder, "family", "work", domain.MainFolder} {
+		q.add(fetch{folder: folder, m: domain.Message{Seq: int64(i + 1)}})
+	}
+	q.add(fetch{folder: "family", m: domain.Message{Seq: 1}}) // a replay: already queued
+
+	f, ok := q.next(ctx, true)
+	require.True(t, ok)
+	assert.Equal(t, int64(3), f.m.Seq, "the owner's worker takes the owner's file")
+	var got []int64
+	for len(got) < 5 {
+		f, ok := q.next(ctx, false)
+		require.True(t, ok)
+		got = append(got, f.m.Seq)
+		q.done(f.m.Seq)
+	}
+	assert.Equal(t, []int64{6, 1, 2, 4, 5}, got)
+	_, ok = q.next(stopped, false)
+	assert.False(t, ok, "a stopped worker takes nothing")
+
+	q.add(fetch{folder: "family", m: domain.Message{Seq: 1}})
+	_, ok = q.next(stopped, true)
+	assert.False(t, ok)
+	f, ok = q.next(ctx, false)
+	assert.True(t, ok && f.m.Seq == 1, "a file fetched and done may be queued again (a later restart's recovery)")
 }

@@ -125,6 +125,7 @@ type Router struct {
 	attempted map[string]int64 // per group: the last message seq of the run being tried
 
 	deliverWake chan struct{}
+	fetches     *fetchQueue // files users sent, to fetch into inboxes
 }
 
 const ownerKey = "owner_id"
@@ -147,7 +148,8 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
-	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1), attempted: map[string]int64{}}
+	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1), attempted: map[string]int64{},
+		fetches: newFetchQueue()}
 	r.q = newQueue(queueConfig{MaxConcurrent: cfg.MaxConcurrent, Pending: r.pending, Backoff: cfg.RetryBackoff,
 		GiveUp: r.giveUp, Permanent: permanent, Logger: cfg.Logger})
 	owner, err := r.Owner(ctx)
@@ -165,20 +167,30 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 }
 
 // Run runs the group queues (starting with the groups a restart left
-// unanswered) and delivery until ctx is done, and returns once every run
-// and send has ended.
+// unanswered), the fetching of files users sent (starting with those a
+// restart left unfetched) and delivery until ctx is done, and returns once
+// every run, fetch and send has ended.
 func (r *Router) Run(ctx context.Context) error {
 	owner, err := r.Owner(ctx)
 	if err != nil {
 		return err
 	}
 	r.showMenu(ctx, owner)
+	if err := r.recoverFetches(ctx); err != nil {
+		return err
+	}
 	if err := r.recoverPending(ctx); err != nil {
 		return err
 	}
+	fetching := make(chan struct{})
+	go func() {
+		defer close(fetching)
+		r.fetchFiles(ctx)
+	}()
 	r.q.start(ctx)
 	r.deliver(ctx)
 	r.q.wait()
+	<-fetching
 	return nil
 }
 
@@ -402,11 +414,15 @@ func (r *Router) store(ctx context.Context, g domain.Group, in domain.Inbound, f
 		SenderName: in.SenderName, Text: in.Text, Time: in.Time, Triggered: fires,
 	}
 	if in.File != nil {
-		m.Attachment = r.attachment(ctx, g, in)
+		m.Attachment, m.FileToFetch = r.planAttachment(in)
 	}
-	_, inserted, err := r.cfg.Store.AddMessage(ctx, m)
+	seq, inserted, err := r.cfg.Store.AddMessage(ctx, m)
 	if err != nil {
 		return fmt.Errorf("store message of %q: %w", g.Folder, err)
+	}
+	if inserted && m.FileToFetch != "" {
+		m.Seq = seq
+		r.fetches.add(fetch{folder: g.Folder, m: m})
 	}
 	if inserted {
 		switch {
@@ -464,6 +480,11 @@ func (r *Router) pending(ctx context.Context, folder string) error {
 	window := msgs
 	if len(window) > r.cfg.MaxContext {
 		window = window[len(window)-r.cfg.MaxContext:]
+	}
+	for _, m := range window {
+		if m.FileToFetch != "" {
+			return nil // the run waits for the file: its fetch wakes the group
+		}
 	}
 	thread := msgs[last].ThreadID
 	r.mu.Lock()

@@ -109,7 +109,7 @@ type fixture struct {
 
 // newFixture is a router whose owner is known, with the main group and the
 // family group (sender policy familyPolicy, none when empty) registered.
-func newFixture(t *testing.T, familyPolicy string) *fixture {
+func newFixture(t *testing.T, familyPolicy string, configure ...func(*Config)) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "clawpen.db"))
@@ -125,12 +125,16 @@ func newFixture(t *testing.T, familyPolicy string) *fixture {
 	f := &fixture{st: st, msgr: &recorder{}, agents: &agents{answer: "the answer"}}
 	// The router is not Run: its queue only records which groups wait, and
 	// the tests run a group's turn themselves (pending).
-	f.r, err = New(ctx, Config{
+	cfg := Config{
 		Store: st, Messenger: f.msgr, Agents: f.agents, OwnerID: owner,
 		Ops:           ops.New(ops.Config{Store: st, GroupsDir: t.TempDir(), Loc: time.UTC, Logger: slog.New(slog.DiscardHandler)}),
 		AssistantName: "Andy", BotUsername: "andy_test_bot",
 		TZ: time.UTC, Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	f.r, err = New(ctx, cfg)
 	require.NoError(t, err)
 	return f
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -63,10 +64,10 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 		return 0, false, errors.New("add message: zero chat id")
 	}
 	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, fetch)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (chat_id, message_id) DO NOTHING`,
-		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.Triggered), attachmentCol{&m.Attachment})
+		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.Triggered), attachmentCol{&m.Attachment}, m.FileToFetch)
 	if err != nil {
 		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
 	}
@@ -94,26 +95,56 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 // ascending by seq. limit <= 0 means no limit.
 func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64, limit int) ([]domain.Message, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment
-		FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		SELECT `+messageColumns+` FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		chatID, afterSeq, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
 	}
+	out, err := scanMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+	}
+	return out, nil
+}
+
+const messageColumns = `seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, fetch`
+
+// scanMessages reads rows of messageColumns and closes them.
+func scanMessages(rows *sql.Rows) ([]domain.Message, error) {
 	defer rows.Close()
 	var out []domain.Message
 	for rows.Next() {
 		var m domain.Message
 		if err := rows.Scan(&m.Seq, &m.ChatID, &m.MessageID, &m.ThreadID, &m.SenderID,
-			&m.SenderName, &m.Text, timeCol{&m.Time}, &m.Triggered, attachmentCol{&m.Attachment}); err != nil {
-			return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+			&m.SenderName, &m.Text, timeCol{&m.Time}, &m.Triggered, attachmentCol{&m.Attachment}, &m.FileToFetch); err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
+	return out, rows.Err()
+}
+
+// MessagesToFetch returns every message whose file is still to be fetched,
+// ascending by seq: what a restart must fetch.
+func (s *Store) MessagesToFetch(ctx context.Context) ([]domain.Message, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE fetch != '' ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("messages with a file to fetch: %w", err)
+	}
+	out, err := scanMessages(rows)
+	if err != nil {
+		return nil, fmt.Errorf("messages with a file to fetch: %w", err)
 	}
 	return out, nil
+}
+
+// SetFetched records what became of the file of message seq (fetched, or
+// a note why not): it is no longer to be fetched.
+func (s *Store) SetFetched(ctx context.Context, seq int64, a *domain.Attachment) error {
+	if _, err := s.w.ExecContext(ctx, `UPDATE messages SET attachment = ?, fetch = '' WHERE seq = ?`, attachmentCol{&a}, seq); err != nil {
+		return fmt.Errorf("record the file of message %d: %w", seq, err)
+	}
+	return nil
 }
 
 // CountMessages returns how many messages of chatID are stored.

@@ -229,6 +229,28 @@ func TestFilesReachTheAgent(t *testing.T) {
 	assert.Contains(t, h.Replies(harness.OwnerID, n+1)[n], "LATER-WRITTEN")
 }
 
+// TestSlowDownloadHoldsNoOtherChat: a file still downloading in a group
+// holds back no other chat (the owner is answered meanwhile), and the
+// group's run waits for it: the agent reads the whole file.
+func TestSlowDownloadHoldsNoOtherChat(t *testing.T) {
+	h := harness.New(t, harness.Options{Owner: true})
+	h.RegisterGroup(t, "family")
+	slow := h.TG.AddFile([]byte("SLOW-FILE-CONTENT"))
+	release := h.TG.HoldDownload(slow)
+	defer release()
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID,
+		`@Andy read it TOOL bash {"command":"cat /workspace/group/inbox/*.txt"}`, faketg.Attach("document", slow, "slow.txt"))
+
+	n := len(h.TG.SentTo(harness.OwnerID))
+	h.TG.PushMessage(harness.OwnerID, "private", "", faketg.User{ID: harness.OwnerID, FirstName: "Owner"}, "meanwhile REPLY here")
+	assert.Contains(t, h.Replies(harness.OwnerID, n+1)[n], "here", "the owner was answered while the group's file was downloading")
+	assert.Zero(t, h.TG.Downloads(), "the group's file is still downloading")
+	assert.Empty(t, h.TG.SentTo(harness.GroupChat), "the group's run waits for its file")
+
+	release()
+	assert.Contains(t, strings.Join(h.Replies(harness.GroupChat, 1), "\n"), "SLOW-FILE-CONTENT", "the run read the whole file")
+}
+
 // TestFileOverTheCapIsNoted: a file over CLAWPEN_MAX_FILE_MB is not
 // fetched; the message is kept, its caption and a note reach the agent. A
 // download Telegram keeps failing is noted the same way, after retries.
