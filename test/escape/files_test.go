@@ -2,6 +2,7 @@ package escape
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -108,6 +109,7 @@ func fileAttacks() []attack {
 
 		inboxAttack("inbox-symlink-etc", func(e *env) string { return "/etc" }),
 		inboxAttack("inbox-symlink-other-group", func(e *env) string { return filepath.Join(e.h.Dir, "groups", "other") }),
+		filesStarveOwner(),
 
 		// A file swapped for a symlink to /etc/passwd as fast as the sandbox
 		// can while the host opens it: a check-then-open would lose the race
@@ -155,6 +157,41 @@ func inboxAttack(name string, target func(e *env) string) attack {
 		answer := strings.Join(harness.Texts(e.h.TG.SentTo(e.chat)[before:]), "\n")
 		if !strings.Contains(answer, "INBOX-CHECK") || !strings.Contains(answer, "could not store") {
 			ev = append(ev, inconclusive+"the answer does not show the message with a note: "+clip(answer, 300))
+		}
+		return ev
+	}}
+}
+
+// filesStarveOwner: a group sends more large files than the host fetches at
+// once (held here: downloads that do not finish), then the owner sends one.
+// The owner's messages and file must not wait for the group's downloads:
+// the owner is answered, with the file read in the sandbox, while every one
+// of the group's downloads is still running.
+func filesStarveOwner() attack {
+	const name = "files-starve-owner"
+	return attack{name: name, setup: func(t *testing.T, e *env) {
+		for i := range 4 {
+			ref := e.h.TG.AddFile([]byte(fmt.Sprintf("GROUP-FILE-%d", i)))
+			t.Cleanup(e.h.TG.HoldDownload(ref))
+			e.h.Say(e.chat, "supergroup", name, harness.MemberID, fmt.Sprintf("@Andy file %d", i), faketg.Attach("document", ref, "big.bin"))
+		}
+	}, check: func(t *testing.T, e *env, _ string) []string {
+		ref := e.h.TG.AddFile([]byte("OWNER-FILE-FETCHED"))
+		n := len(e.h.TG.SentTo(harness.OwnerID))
+		e.h.TG.PushMessage(harness.OwnerID, "private", "", faketg.User{ID: harness.OwnerID, FirstName: "Owner"},
+			bash("cat /workspace/group/inbox/*.txt"), faketg.Attach("document", ref, "owner.txt"))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		sent, err := e.h.TG.WaitSent(ctx, harness.OwnerID, n+1)
+		var ev []string
+		switch {
+		case err != nil:
+			ev = append(ev, "the owner's file was not answered while the group's downloads ran")
+		case !strings.Contains(strings.Join(harness.Texts(sent[n:]), "\n"), "OWNER-FILE-FETCHED"):
+			ev = append(ev, "the owner's run did not find the owner's file: "+clip(strings.Join(harness.Texts(sent[n:]), "\n"), 300))
+		}
+		if len(e.h.TG.SentTo(e.chat)) > 0 {
+			ev = append(ev, inconclusive+"the group was answered: its downloads were not held")
 		}
 		return ev
 	}}
