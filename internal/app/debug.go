@@ -2,14 +2,11 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
-	"time"
 
 	"github.com/clawpen/clawpen/internal/config"
 )
@@ -42,23 +39,6 @@ func startDebug(ctx context.Context, addr string, log *slog.Logger) (wait func()
 		_ = ln.Close()
 		return nil, fmt.Errorf("debug endpoint: %s resolved to %s, which is not loopback", addr, ln.Addr())
 	}
-	srv := &http.Server{
-		Handler:           debugMux(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
 	log.Info("debug endpoint (pprof) listening", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("debug endpoint stopped", "err", err)
-		}
-	})
-	wg.Go(func() {
-		<-ctx.Done()
-		// A CPU profile or trace in progress ends with the request context;
-		// Close, not Shutdown, so a long one cannot hold up exit.
-		_ = srv.Close()
-	})
-	return wg.Wait, nil
+	return serveUntilDone(ctx, ln, debugMux(), "debug endpoint", log), nil
 }

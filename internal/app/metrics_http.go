@@ -62,16 +62,23 @@ func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: listen on %s: %w", addr, err)
 	}
+	log.Info("metrics and health endpoints listening", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return serveUntilDone(ctx, ln, h, "metrics endpoint", log), nil
+}
+
+// serveUntilDone serves h on ln until ctx is done, then shuts the server
+// down (requests see their context end: BaseContext is ctx, so a pprof
+// profile in progress ends too); wait blocks until it has stopped.
+func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler, name string, log *slog.Logger) (wait func()) {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	log.Info("metrics and health endpoints listening", "addr", "http://"+ln.Addr().String()+"/metrics")
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics endpoint stopped", "err", err)
+			log.Error(name+" stopped", "err", err)
 		}
 	})
 	wg.Go(func() {
@@ -80,5 +87,5 @@ func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Lo
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	return wg.Wait, nil
+	return wg.Wait
 }
