@@ -52,3 +52,32 @@ func TestMessageAttachmentRoundTrip(t *testing.T) {
 	assert.Equal(t, a, ms[0].Attachment)
 	assert.Nil(t, ms[1].Attachment)
 }
+
+// A message whose file is still to be fetched is listed until what became
+// of the file is recorded; its attachment then says so.
+func TestFileToFetch(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	waiting := &domain.Attachment{Type: "document", Path: "/workspace/group/inbox/a.pdf", Note: "being fetched"}
+	seq, _, err := s.AddMessage(ctx, domain.Message{ChatID: -5, MessageID: 1, Text: "a", Attachment: waiting, FileToFetch: "f1"})
+	require.NoError(t, err)
+	_, _, err = s.AddMessage(ctx, domain.Message{ChatID: -5, MessageID: 2, Text: "b"})
+	require.NoError(t, err)
+
+	left, err := s.MessagesToFetch(ctx)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, "f1", left[0].FileToFetch)
+	assert.Equal(t, waiting, left[0].Attachment)
+
+	fetched := &domain.Attachment{Type: "document", Path: "/workspace/group/inbox/a.pdf"}
+	require.NoError(t, s.SetFetched(ctx, seq, fetched))
+	left, err = s.MessagesToFetch(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	msgs, err := s.MessagesAfter(ctx, -5, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	assert.Empty(t, msgs[0].FileToFetch)
+	assert.Equal(t, fetched, msgs[0].Attachment)
+}
