@@ -46,21 +46,12 @@ func (c *Client) SendFile(ctx context.Context, chatID int64, threadID int, kind,
 			return ctx.Err()
 		}
 		err = c.redact(err)
-		var tooMany *bot.TooManyRequestsError
-		var migrated *bot.MigrateError
-		switch {
-		case errors.As(err, &tooMany):
-			return &ThrottledError{RetryAfter: time.Duration(max(tooMany.RetryAfter, 1)) * time.Second, err: err}
-		case errors.As(err, &migrated):
-			return &MigratedError{ChatID: chatID, NewChatID: int64(migrated.MigrateToChatID)}
-		case kind == domain.OutPhoto && errors.Is(err, bot.ErrorBadRequest):
+		if kind == domain.OutPhoto && refusedAs(err, bot.ErrorBadRequest) {
 			c.log.Warn("photo rejected, sending as a document", "chat_id", chatID, "err", err)
 			kind = domain.OutDocument
-		case permanent(err):
-			return &RefusedError{err: fmt.Errorf("telegram: send file to chat %d: %w", chatID, err)}
-		default:
-			return fmt.Errorf("telegram: send file to chat %d: %w", chatID, err)
+			continue
 		}
+		return sendFailure(chatID, "send file", err)
 	}
 }
 

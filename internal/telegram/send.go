@@ -77,25 +77,42 @@ func (c *Client) Send(ctx context.Context, chatID int64, threadID int, markdown 
 			return ctx.Err()
 		}
 		err = c.redact(err)
-		var tooMany *bot.TooManyRequestsError
-		var migrated *bot.MigrateError
-		switch {
-		case errors.As(err, &tooMany):
-			return &ThrottledError{RetryAfter: time.Duration(max(tooMany.RetryAfter, 1)) * time.Second, err: err}
-		case errors.As(err, &migrated):
-			return &MigratedError{ChatID: chatID, NewChatID: int64(migrated.MigrateToChatID)}
-		case html && errors.Is(err, bot.ErrorBadRequest):
+		if html && refusedAs(err, bot.ErrorBadRequest) {
 			// Usually "can't parse entities"; also e.g. HTML whose visible
 			// text is empty. Nothing was sent: the Markdown source as plain
 			// text is the safe second form, not a retry.
 			c.log.Warn("HTML rejected, sending as plain text", "chat_id", chatID, "err", err)
 			html = false
-		case permanent(err):
-			return &RefusedError{err: fmt.Errorf("telegram: send to chat %d: %w", chatID, err)}
-		default:
-			return fmt.Errorf("telegram: send to chat %d: %w", chatID, err)
+			continue
 		}
+		return sendFailure(chatID, "send", err)
 	}
+}
+
+// sendFailure says why a send to chatID failed: *ThrottledError,
+// *MigratedError, *RefusedError (a retry cannot change it), or another
+// error worth retrying.
+func sendFailure(chatID int64, doing string, err error) error {
+	var tooMany *bot.TooManyRequestsError
+	var migrated *bot.MigrateError
+	switch {
+	case errors.As(err, &tooMany):
+		return &ThrottledError{RetryAfter: time.Duration(max(tooMany.RetryAfter, 1)) * time.Second, err: err}
+	case errors.As(err, &migrated):
+		return &MigratedError{ChatID: chatID, NewChatID: int64(migrated.MigrateToChatID)}
+	case permanent(err):
+		return &RefusedError{err: fmt.Errorf("telegram: %s to chat %d: %w", doing, chatID, err)}
+	}
+	return fmt.Errorf("telegram: %s to chat %d: %w", doing, chatID, err)
+}
+
+// refusedAs reports whether err is Telegram's kind of answer (say
+// bot.ErrorBadRequest) and not a throttle or a migration, which sendFailure
+// tells apart first.
+func refusedAs(err, kind error) bool {
+	var tooMany *bot.TooManyRequestsError
+	var migrated *bot.MigrateError
+	return errors.Is(err, kind) && !errors.As(err, &tooMany) && !errors.As(err, &migrated)
 }
 
 // permanent errors are answers that a retry cannot change.
