@@ -6,18 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
-// measurable is a sandbox backend as the runner uses it (runner.Sandbox).
-type measurable interface {
-	Name() string
-	Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error)
-}
-
 // Sandbox wraps b so that every run is counted and timed; nil metrics
 // return b itself.
-func (m *hostMetrics) Sandbox(b measurable) measurable {
+func (m *hostMetrics) Sandbox(b runner.Sandbox) runner.Sandbox {
 	if m == nil {
 		return b
 	}
@@ -25,16 +20,14 @@ func (m *hostMetrics) Sandbox(b measurable) measurable {
 }
 
 type measured struct {
-	measurable
+	runner.Sandbox
 	m *hostMetrics
 }
 
 // Fingerprint is the wrapped backend's (runner.Fingerprinter), so that a
 // rebuilt agent still makes warm sandboxes stale when metrics are on.
 func (s measured) Fingerprint(ctx context.Context) (string, error) {
-	if f, ok := s.measurable.(interface {
-		Fingerprint(context.Context) (string, error)
-	}); ok {
+	if f, ok := s.Sandbox.(runner.Fingerprinter); ok {
 		return f.Fingerprint(ctx)
 	}
 	return "", nil
@@ -64,7 +57,7 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	} else {
 		st.running()
 	}
-	res, err := s.measurable.Run(ctx, spec)
+	res, err := s.Sandbox.Run(ctx, spec)
 	// The run is counted before the sandbox leaves its gauge: a scrape that
 	// sees no sandbox running sees the run that ended. A warm sandbox dropped
 	// unused is no run.
