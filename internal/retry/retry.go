@@ -45,3 +45,23 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Until calls try until it succeeds, waiting b's doubling delays between
+// failures, each told to failed with the wait that follows it. It returns
+// nil once try succeeded, or ctx.Err() once ctx is done.
+func Until(ctx context.Context, b Backoff, try func() error, failed func(err error, wait time.Duration)) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := b.Next()
+		failed(err, d)
+		if serr := Sleep(ctx, d); serr != nil {
+			return serr
+		}
+	}
+}

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -46,4 +47,28 @@ func TestSleep(t *testing.T) {
 	cancel()
 	// An hour: only the context can end it while the test runs.
 	assert.ErrorIs(t, Sleep(ctx, time.Hour), context.Canceled)
+}
+
+func TestUntil(t *testing.T) {
+	fails := 3
+	var waits []time.Duration
+	err := Until(context.Background(), Backoff{First: time.Millisecond, Max: 2 * time.Millisecond},
+		func() error {
+			if fails > 0 {
+				fails--
+				return errors.New("not yet")
+			}
+			return nil
+		},
+		func(_ error, d time.Duration) { waits = append(waits, d) })
+	assert.NoError(t, err)
+	assert.Equal(t, []time.Duration{time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond}, waits)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	tries := 0
+	err = Until(ctx, Backoff{First: time.Hour, Max: time.Hour},
+		func() error { tries++; return errors.New("never") },
+		func(error, time.Duration) { cancel() })
+	assert.ErrorIs(t, err, context.Canceled, "a done context ends the wait")
+	assert.Equal(t, 1, tries)
 }

@@ -240,18 +240,11 @@ func (r *Router) fetchFiles(ctx context.Context) {
 // recordFetched stores what became of f's file, retrying a failing store
 // until ctx ends (the group's runs wait for it); false when it could not.
 func (r *Router) recordFetched(ctx context.Context, f fetch, a *domain.Attachment) bool {
-	b := retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second}
-	for {
-		err := r.cfg.Store.SetFetched(ctx, f.m.Seq, a)
-		if err == nil {
-			return true
-		}
-		d := b.Next()
-		r.log.Error("recording a fetched file failed, retrying", "group", f.folder, "message", f.m.MessageID, "err", err, "in", d)
-		if retry.Sleep(ctx, d) != nil {
-			return false
-		}
-	}
+	return retry.Until(ctx, retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second},
+		func() error { return r.cfg.Store.SetFetched(ctx, f.m.Seq, a) },
+		func(err error, d time.Duration) {
+			r.log.Error("recording a fetched file failed, retrying", "group", f.folder, "message", f.m.MessageID, "err", err, "in", d)
+		}) == nil
 }
 
 // inboxName is the file's name in the inbox: the message's time and id,

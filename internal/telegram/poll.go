@@ -114,21 +114,11 @@ func (c *Client) Poll(ctx context.Context, offset int64,
 // saveOffset retries persisting the offset until it works: the update was handled, so
 // handling it again (after a refetch) is what we want to avoid.
 func (c *Client) saveOffset(ctx context.Context, save func(context.Context, int64) error, next int64) error {
-	b := retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second}
-	for {
-		err := save(ctx, next)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		d := b.Next()
-		c.log.Error("saving update offset failed, retrying", "offset", next, "err", err, "in", d)
-		if serr := retry.Sleep(ctx, d); serr != nil {
-			return serr
-		}
-	}
+	return retry.Until(ctx, retry.Backoff{First: 200 * time.Millisecond, Max: 10 * time.Second},
+		func() error { return save(ctx, next) },
+		func(err error, d time.Duration) {
+			c.log.Error("saving update offset failed, retrying", "offset", next, "err", err, "in", d)
+		})
 }
 
 // dropWebhook removes a webhook, which would block getUpdates.
