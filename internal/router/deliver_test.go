@@ -2,9 +2,12 @@ package router
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/internal/telegram"
 )
 
 // gatedMessenger records sends; sends to a gated chat block until released.
@@ -131,4 +137,134 @@ func TestDeliverFileRowInOrder(t *testing.T) {
 	assert.Equal(t, []string{"before", "document:r.txt", "after"}, m.sent, "each exactly once")
 	_, err = st.OutboxFile(context.Background(), f.ID)
 	assert.Error(t, err, "the bytes left with the row")
+}
+
+// visible is what a person reads of sent.
+func visible(sent []faketg.SentMessage) []string {
+	var out []string
+	for _, s := range sent {
+		out = append(out, s.Visible)
+	}
+	return out
+}
+
+// logWatch is a log a test can wait on, line by line.
+type logWatch struct {
+	mu   sync.Mutex
+	text strings.Builder
+	grew chan struct{}
+}
+
+func newLogWatch() *logWatch { return &logWatch{grew: make(chan struct{})} }
+
+func (l *logWatch) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.text.Write(p)
+	close(l.grew)
+	l.grew = make(chan struct{})
+	return len(p), nil
+}
+
+// waitLines waits until n lines hold every one of subs; the bound only
+// ends a hung test.
+func (l *logWatch) waitLines(t *testing.T, n int, subs ...string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		l.mu.Lock()
+		found, grew := 0, l.grew
+		for line := range strings.Lines(l.text.String()) {
+			if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+				found++
+			}
+		}
+		l.mu.Unlock()
+		if found >= n {
+			return
+		}
+		select {
+		case <-grew:
+		case <-timeout:
+			t.Fatalf("fewer than %d log lines with %q; log:\n%s", n, subs, l.text.String())
+		}
+	}
+}
+
+// A row Telegram accepted is not sent again while the database refuses to
+// record it, however often the record fails: only the record is retried,
+// the chat's later rows wait for it, another chat goes on, and /status and
+// the observer say so. Files follow the same rule. Once the database takes
+// writes again, the row is recorded and the chat goes on, each message
+// having reached the fake Telegram once.
+func TestAcceptedRowIsNotSentAgainWhileItsRecordFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	path := filepath.Join(t.TempDir(), "db")
+	st, err := store.Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	tg := faketg.New()
+	t.Cleanup(tg.Close)
+	client, err := telegram.New(ctx, telegram.Config{Token: "4242:secret", APIURL: tg.URL(), Logger: slog.New(slog.DiscardHandler),
+		Pacing: telegram.Pacing{PerChatInterval: -1, GroupPerMinute: -1, GlobalPerSecond: -1}})
+	require.NoError(t, err)
+	logs, seen := newLogWatch(), &kinds{}
+	r, err := New(ctx, Config{Store: st, Messenger: client, Agents: &agents{}, OwnerID: 1, Observer: seen,
+		Ops:    ops.New(ops.Config{Store: st, GroupsDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+
+	// The database refuses to mark the rows of chats -1 and -3 sent, as a
+	// full disk would: a trigger of the real database, set from another
+	// connection as another process would.
+	db, err := sql.Open("sqlite3", path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	const full = "database or disk is full"
+	_, err = db.ExecContext(ctx, `CREATE TRIGGER full_disk BEFORE DELETE ON outbox WHEN OLD.chat_id IN (-1, -3)
+		BEGIN SELECT RAISE(ABORT, '`+full+`'); END`)
+	require.NoError(t, err)
+
+	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -1, Text: "first"}, {ChatID: -1, Text: "second"}})
+	require.NoError(t, err)
+	_, err = st.EnqueueFile(ctx, domain.Outgoing{ChatID: -3, Kind: domain.OutDocument, FileName: "r.txt"}, []byte("report"))
+	require.NoError(t, err)
+	_, err = st.Enqueue(ctx, []domain.Outgoing{{ChatID: -3, Text: "after the file"}, {ChatID: -2, Text: "other chat"}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { r.deliver(ctx); close(done) }()
+
+	// Each failing chat's record failed three times in a row.
+	logs.waitLines(t, 3, "chat=-1", full)
+	logs.waitLines(t, 3, "chat=-3", full)
+	assert.Equal(t, []string{"first"}, visible(tg.SentTo(-1)), "sent once, the next row waits")
+	assert.Len(t, tg.FilesTo(-3), 1, "the file sent once")
+	assert.Empty(t, tg.SentTo(-3), "the row after the file waits")
+	_, err = tg.WaitSent(ctx, -2, 1)
+	require.NoError(t, err, "another chat goes on")
+	status := r.status(ctx)
+	assert.Contains(t, status, "Delivery: 2 messages sent but not yet recorded as sent: the database refuses (")
+	assert.Contains(t, status, full)
+	seen.mu.Lock()
+	assert.GreaterOrEqual(t, seen.recordFailed, 6)
+	seen.mu.Unlock()
+
+	// The disk has room again: the rows are recorded, the chats go on.
+	_, err = db.ExecContext(ctx, `DROP TRIGGER full_disk`)
+	require.NoError(t, err)
+	_, err = tg.WaitSent(ctx, -1, 2)
+	require.NoError(t, err)
+	_, err = tg.WaitSent(ctx, -3, 1)
+	require.NoError(t, err)
+	cancel()
+	<-done
+	assert.Equal(t, []string{"first", "second"}, visible(tg.SentTo(-1)), "each exactly once")
+	assert.Equal(t, []string{"after the file"}, visible(tg.SentTo(-3)))
+	files := tg.FilesTo(-3)
+	require.Len(t, files, 1, "the file exactly once")
+	assert.Equal(t, "report", string(files[0].Data))
+	left, err := st.PendingOutbox(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, left, "every row recorded")
+	assert.NotContains(t, r.status(context.Background()), "Delivery:")
 }
