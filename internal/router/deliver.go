@@ -78,14 +78,14 @@ type delivery struct {
 	mu       sync.Mutex     // guards the following
 	active   map[int64]bool // chats with a sender running
 	attempts map[int64]int  // failed sends per outbox row
-	// done holds the rows Telegram accepted (or delivery gave up on) until
-	// the outbox records it, with the record's last error (nil before one
-	// failed): no sender sends them again.
-	done map[int64]error
+	// held are the rows a sender is sending, or is done with (sent or given
+	// up) until the outbox records it, with the record's last error (nil
+	// before one failed): no other sender sends them.
+	held map[int64]error
 }
 
 func newDelivery(r *Router) *delivery {
-	return &delivery{r: r, active: map[int64]bool{}, attempts: map[int64]int{}, done: map[int64]error{}}
+	return &delivery{r: r, active: map[int64]bool{}, attempts: map[int64]int{}, held: map[int64]error{}}
 }
 
 // unrecorded is how many rows Telegram accepted (or delivery gave up on)
@@ -93,7 +93,7 @@ func newDelivery(r *Router) *delivery {
 func (d *delivery) unrecorded() (n int, last error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, err := range d.done {
+	for _, err := range d.held {
 		if err != nil {
 			n, last = n+1, err
 		}
@@ -108,7 +108,7 @@ func (d *delivery) idleChats(pending []domain.Outgoing) []int64 {
 	defer d.mu.Unlock()
 	var out []int64
 	for _, o := range pending {
-		if _, done := d.done[o.ID]; !done && !d.active[o.ChatID] {
+		if _, held := d.held[o.ID]; !held && !d.active[o.ChatID] {
 			d.active[o.ChatID] = true
 			out = append(out, o.ChatID)
 		}
@@ -138,7 +138,7 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 			}
 			return
 		}
-		rows = d.notDone(rows)
+		rows = d.notHeld(rows)
 		if len(rows) == 0 {
 			return
 		}
@@ -157,28 +157,41 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 	}
 }
 
-// notDone is rows without those delivery is done with whose record is
-// still to come.
-func (d *delivery) notDone(rows []domain.Outgoing) []domain.Outgoing {
+// notHeld is rows without those another sender holds (the chat id of a
+// row may change under it: a supergroup migration).
+func (d *delivery) notHeld(rows []domain.Outgoing) []domain.Outgoing {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.DeleteFunc(rows, func(o domain.Outgoing) bool { _, done := d.done[o.ID]; return done })
+	return slices.DeleteFunc(rows, func(o domain.Outgoing) bool { _, held := d.held[o.ID]; return held })
+}
+
+// hold marks row id as held by its sender, or no longer.
+func (d *delivery) hold(id int64, held bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if held {
+		d.held[id] = nil
+	} else {
+		delete(d.held, id)
+	}
 }
 
 // sent sends one row and reports whether the chat may go on with its next
 // row; when not, wait is how long to wait before trying this row again.
 func (d *delivery) sent(ctx context.Context, o domain.Outgoing) (wait time.Duration, ok bool) {
 	r := d.r
+	d.hold(o.ID, true)
 	err := r.send(ctx, o)
 	if err == nil {
 		r.cfg.Observer.Sent("sent")
 		return 0, d.record(ctx, o)
 	}
-	if ctx.Err() != nil {
-		return 0, false
+	wait, attempts := time.Duration(0), 0
+	if ctx.Err() == nil {
+		wait, attempts = d.failed(o, err)
 	}
-	wait, attempts := d.failed(o, err)
 	if attempts == 0 {
+		d.hold(o.ID, false) // to be sent again
 		return wait, false
 	}
 	// Given up: the audit log says why, and the row leaves the outbox.
@@ -218,7 +231,7 @@ func (d *delivery) failed(o domain.Outgoing, err error) (wait time.Duration, gav
 
 // record takes o out of the outbox once delivery is done with it (sent,
 // or given up). A failing store (disk full, read-only, locked) does not
-// make o go out again: o is held in done, which no sender sends, and the
+// make o go out again: o stays held, which no sender sends, and the
 // record alone is retried, each attempt with a deadline of its own (the
 // send's may be spent), until it works or ctx ends. The chat's later rows
 // wait meanwhile, so at most one of its messages is in the window a crash
@@ -227,7 +240,6 @@ func (d *delivery) failed(o domain.Outgoing, err error) (wait time.Duration, gav
 func (d *delivery) record(ctx context.Context, o domain.Outgoing) bool {
 	r := d.r
 	d.mu.Lock()
-	d.done[o.ID] = nil
 	delete(d.attempts, o.ID)
 	d.mu.Unlock()
 	err := retry.Until(ctx, retry.Backoff{First: recordFirstWait, Max: recordMaxWait},
@@ -238,7 +250,7 @@ func (d *delivery) record(ctx context.Context, o domain.Outgoing) bool {
 		},
 		func(err error, wait time.Duration) {
 			d.mu.Lock()
-			d.done[o.ID] = err
+			d.held[o.ID] = err
 			d.mu.Unlock()
 			r.cfg.Observer.RecordFailed()
 			r.log.Error("recording an outbox row as done failed; retrying the record, not the send",
@@ -248,9 +260,7 @@ func (d *delivery) record(ctx context.Context, o domain.Outgoing) bool {
 		r.log.Error("stopping before an outbox row done with was recorded: the next start sends it again", "chat", o.ChatID, "outbox", o.ID)
 		return false
 	}
-	d.mu.Lock()
-	delete(d.done, o.ID)
-	d.mu.Unlock()
+	d.hold(o.ID, false)
 	return true
 }
 
