@@ -150,12 +150,8 @@ func statusText(name string, groups []domain.Group, h HostStatus, due []domain.T
 		fmt.Fprintf(&b, "Database: %s.\n", size(h.Database))
 	}
 	if h.Unrecorded > 0 {
-		them := "them"
-		if h.Unrecorded == 1 {
-			them = "it"
-		}
-		fmt.Fprintf(&b, "Delivery: %s sent but not yet recorded as sent: the database refuses (%s). Only the record is retried; a restart before it works sends %s again.\n",
-			count(h.Unrecorded, "message", "messages"), h.RecordErr, them)
+		fmt.Fprintf(&b, "Delivery: %s sent but not yet recorded as sent: the database refuses (%s). Only the record is retried; a restart before it works sends each once more.\n",
+			count(h.Unrecorded, "message", "messages"), h.RecordErr)
 	}
 
 	if len(due) == 0 {
