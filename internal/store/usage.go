@@ -19,11 +19,11 @@ func (s *Store) AddUsage(ctx context.Context, group, day string, input, output i
 		return fmt.Errorf("add usage of %q: negative token count (%d, %d)", group, input, output)
 	}
 	if _, err := s.w.ExecContext(ctx, `
-		INSERT INTO token_usage (group_folder, day, input_tokens, output_tokens, requests) VALUES (?, ?, ?, ?, 1)
+		INSERT INTO token_usage (group_folder, day, input_tokens, output_tokens, requests) VALUES ($1, $2, $3, $4, 1)
 		ON CONFLICT (group_folder, day) DO UPDATE SET
-			input_tokens = input_tokens + excluded.input_tokens,
-			output_tokens = output_tokens + excluded.output_tokens,
-			requests = requests + 1`,
+			input_tokens = token_usage.input_tokens + excluded.input_tokens,
+			output_tokens = token_usage.output_tokens + excluded.output_tokens,
+			requests = token_usage.requests + 1`,
 		group, day, input, output); err != nil {
 		return fmt.Errorf("add usage of %q on %s: %w", group, day, err)
 	}
@@ -34,7 +34,7 @@ func (s *Store) AddUsage(ctx context.Context, group, day string, input, output i
 func (s *Store) UsageOn(ctx context.Context, group, day string) (domain.Usage, error) {
 	u := domain.Usage{Group: group, Day: day}
 	err := s.r.QueryRowContext(ctx, `
-		SELECT input_tokens, output_tokens, requests FROM token_usage WHERE group_folder = ? AND day = ?`,
+		SELECT input_tokens, output_tokens, requests FROM token_usage WHERE group_folder = $1 AND day = $2`,
 		group, day).Scan(&u.Input, &u.Output, &u.Requests)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return domain.Usage{}, fmt.Errorf("usage of %q on %s: %w", group, day, err)
@@ -47,7 +47,7 @@ func (s *Store) UsageOn(ctx context.Context, group, day string) (domain.Usage, e
 func (s *Store) UsageSince(ctx context.Context, from string) ([]domain.Usage, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT group_folder, day, input_tokens, output_tokens, requests FROM token_usage
-		WHERE day >= ? ORDER BY day, group_folder`, from)
+		WHERE day >= $1 ORDER BY day, group_folder`, from)
 	if err != nil {
 		return nil, fmt.Errorf("usage since %s: %w", from, err)
 	}
@@ -85,15 +85,12 @@ func (s *Store) NoteBudgetRefusal(ctx context.Context, group, day string, cursor
 	now := time.Now()
 	err = withTx(ctx, s.w, func(tx *sql.Tx) error {
 		if cursor > 0 {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO cursors (folder, seq) VALUES (?, ?)
-				ON CONFLICT (folder) DO UPDATE SET seq = max(cursors.seq, excluded.seq)`,
-				group, cursor); err != nil {
+			if _, err := tx.ExecContext(ctx, advanceCursor, group, cursor); err != nil {
 				return fmt.Errorf("cursor: %w", err)
 			}
 		}
 		res, err := tx.ExecContext(ctx, `
-			INSERT INTO budget_notices (group_folder, day, told_at) VALUES (?, ?, ?)
+			INSERT INTO budget_notices (group_folder, day, told_at) VALUES ($1, $2, $3)
 			ON CONFLICT DO NOTHING`, group, day, millis(now))
 		if err != nil {
 			return fmt.Errorf("record notice: %w", err)
