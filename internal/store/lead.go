@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,12 +40,9 @@ var ErrLeadLost = errors.New("lost the database's serving lock")
 // lock at once for a standby.
 type Lead struct {
 	conn *pgx.Conn
-	lost chan struct{} // closed when the hold ended without Release
-	stop context.CancelFunc
+	ctx  context.Context // good until the hold ends (Release, lost, or its parent ended)
+	end  context.CancelCauseFunc
 	done chan struct{} // closed when the keeper has returned
-
-	mu  sync.Mutex
-	err error // why the hold was lost; guarded by mu
 }
 
 // TakeLead returns once this process holds the serving lock of the
@@ -73,7 +69,7 @@ func TakeLead(ctx context.Context, url, name string, waiting func(holder string,
 		if conn == nil {
 			conn, err = pgx.ConnectConfig(ctx, cfg)
 			if err != nil && first {
-				return nil, fmt.Errorf("take the serving lock of %s: %w", Where(cfg), err)
+				return nil, fmt.Errorf("take the serving lock of %s: %w", where(cfg), err)
 			}
 		}
 		first = false
@@ -82,7 +78,7 @@ func TakeLead(ctx context.Context, url, name string, waiting func(holder string,
 			var got bool
 			err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, leadKey1, leadKey2).Scan(&got)
 			if err == nil && got {
-				return keepLead(conn), nil
+				return keepLead(ctx, conn), nil
 			}
 			if err == nil {
 				holder, err = leadHolder(ctx, conn)
@@ -111,9 +107,9 @@ func TakeLead(ctx context.Context, url, name string, waiting func(holder string,
 }
 
 // keepLead starts the check that conn still holds the lock.
-func keepLead(conn *pgx.Conn) *Lead {
-	ctx, stop := context.WithCancel(context.Background())
-	l := &Lead{conn: conn, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
+func keepLead(parent context.Context, conn *pgx.Conn) *Lead {
+	ctx, end := context.WithCancelCause(parent)
+	l := &Lead{conn: conn, ctx: ctx, end: end, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(leadCheckEvery)
@@ -137,10 +133,7 @@ func keepLead(conn *pgx.Conn) *Lead {
 				err = errors.New("the lock is no longer held by this connection")
 			}
 			if err != nil {
-				l.mu.Lock()
-				l.err = fmt.Errorf("%w: %w", ErrLeadLost, err)
-				l.mu.Unlock()
-				close(l.lost)
+				end(fmt.Errorf("%w: %w", ErrLeadLost, err))
 				return
 			}
 		}
@@ -148,22 +141,25 @@ func keepLead(conn *pgx.Conn) *Lead {
 	return l
 }
 
-// Lost is closed when the hold ended while the process still runs (its
-// connection failed, or no longer holds the lock); Err says why. Another
-// host may serve from then on: the process must stop acting at once.
-func (l *Lead) Lost() <-chan struct{} { return l.lost }
+// Context ends when the hold does: at once when it is lost (its connection
+// failed, or no longer holds the lock: another host may serve from then
+// on, so whatever acts for the host must stop), on Release, or when the
+// context TakeLead was given ends. Everything the host runs runs under it.
+func (l *Lead) Context() context.Context { return l.ctx }
 
-// Err is why the hold was lost (wrapping ErrLeadLost), nil while it holds.
+// Err is why the hold was lost (wrapping ErrLeadLost); nil while it holds,
+// and after a Release.
 func (l *Lead) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	if err := context.Cause(l.ctx); errors.Is(err, ErrLeadLost) {
+		return err
+	}
+	return nil
 }
 
 // Release gives the lock up (closing its connection ends the session,
 // which frees it) and stops the check.
 func (l *Lead) Release() {
-	l.stop()
+	l.end(context.Canceled)
 	<-l.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

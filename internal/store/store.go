@@ -127,13 +127,13 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	where := Where(cfg)
+	name := where(cfg)
 	w := stdlib.OpenDB(*cfg)
 	singleWriter(w)
-	s := &Store{w: w, pg: true, where: where, url: url, queued: make(chan struct{}, 1)}
+	s := &Store{w: w, pg: true, where: name, url: url, queued: make(chan struct{}, 1)}
 	if err := migrate(ctx, s); err != nil {
 		_ = w.Close()
-		return nil, fmt.Errorf("open store %s: %w", where, err)
+		return nil, fmt.Errorf("open store %s: %w", name, err)
 	}
 	s.r = stdlib.OpenDB(*cfg)
 	return s.openReader(ctx)
@@ -149,10 +149,19 @@ func ParsePostgresURL(url string) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
-// Where names a PostgreSQL database for messages: user, host and database,
+// where names a PostgreSQL database for messages: user, host and database,
 // never the password.
-func Where(cfg *pgx.ConnConfig) string {
-	return fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+func where(cfg *pgx.ConnConfig) string {
+	return fmt.Sprintf("PostgreSQL %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+// Where names the database: "SQLite <file>", or "PostgreSQL
+// user@host:port/database" (never the password).
+func (s *Store) Where() string {
+	if s.pg {
+		return s.where
+	}
+	return "SQLite " + s.where
 }
 
 // singleWriter makes db one connection that stays open: the store's writer.
