@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -124,11 +125,24 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A test binary that dies takes its server with it (immediate shutdown).
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	if err := cmd.Start(); err != nil {
+	s := &Server{dir: dir, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// The death signal follows the thread that started postgres, not
+		// the process: this thread is kept for as long as postgres runs
+		// (another goroutine's locked thread ending would signal it).
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
 	}
-	s := &Server{dir: dir, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.done) }()
 	if err := s.waitReady(ctx); err != nil {
 		s.kill()
 		return nil, err
@@ -245,13 +259,18 @@ func NewDatabase(t testing.TB) string {
 	return u
 }
 
-// Main runs the tests and then stops the shared server, if one started.
+// Main runs the tests and then stops the shared server (StopShared).
 func Main(m *testing.M) int {
 	code := m.Run()
+	StopShared()
+	return code
+}
+
+// StopShared stops the shared server, if one started; after the tests.
+func StopShared() {
 	if shared.srv != nil {
 		if err := shared.srv.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
 		}
 	}
-	return code
 }
