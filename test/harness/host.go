@@ -39,8 +39,8 @@ type Host struct {
 	// DatabaseURL is the PostgreSQL database the host keeps its state in
 	// (CLAWPEN_DATABASE_URL); "" for SQLite in its data dir.
 	DatabaseURL string
-	Stdout  *LineLog // of the current run of serve
-	Stderr  *LineLog
+	Stdout      *LineLog // of the current run of serve
+	Stderr      *LineLog
 	// KeyPlanted: serve was started in a session keyring of its own holding
 	// the key HostKeyDesc, as a host started from a login session holds
 	// keys. False when this machine refuses keyctl to the tests.
