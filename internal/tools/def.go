@@ -227,7 +227,10 @@ func (t *Tool) compileSchema(n yaml.Node) error {
 		for name, p := range props {
 			if pm, ok := p.(map[string]any); ok {
 				if d, ok := pm["default"]; ok {
-					t.defaults[name] = d
+					// In argv's form, as the arguments it stands in for.
+					if t.defaults[name], err = canonicalNumbers(d); err != nil {
+						return fmt.Errorf("input_schema: default of %s: %w", name, err)
+					}
 				}
 			}
 		}
