@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -393,4 +394,42 @@ func TestDigestOfNumbersAsPassed(t *testing.T) {
 	assert.Equal(t, digest(`{"i":10,"n":0.25}`), digest(`{"n":25e-2,"i":100e-1}`))
 	assert.NotEqual(t, digest(`{"n":9223372036854775808}`), digest(`{"n":9223372036854775809}`))
 	assert.NotEqual(t, digest(`{"n":1e99}`), digest(`{"n":1.0000000000000001e99}`))
+}
+
+// A *.md that is not a regular file is skipped with its reason, without a
+// read that blocks (a FIFO no one writes) or never ends (/dev/zero), and
+// the other tools load. A symlink to a regular file is followed.
+func TestDirSkipsFilesThatAreNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(t.TempDir(), "real.md")
+	require.NoError(t, os.WriteFile(elsewhere, def("name: linked\ndescription: x\ncommand: [/bin/true]"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.md"), def("name: a\ndescription: x\ncommand: [/bin/true]"), 0o600))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o600))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.md")))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "linked.md")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub.md"), 0o700))
+
+	s := NewDir(dir).Load()
+	assert.NotNil(t, s.Lookup("a"))
+	assert.NotNil(t, s.Lookup("linked"), "a symlink to a regular file is followed")
+	var probs []string
+	for _, p := range s.Problems {
+		probs = append(probs, p.String())
+	}
+	assert.ElementsMatch(t, []string{
+		filepath.Join(dir, "fifo.md") + ": not a regular file: a named pipe",
+		filepath.Join(dir, "zero.md") + ": not a regular file: a symlink to a character device",
+		filepath.Join(dir, "sub.md") + ": not a regular file: a directory",
+	}, probs)
+}
+
+// A file larger than a definition may be is refused having read no more
+// than one byte past the bound.
+func TestDirRefusesLargeFile(t *testing.T) {
+	dir := t.TempDir()
+	big := append(def("name: big\ndescription: x\ncommand: [/bin/true]"), bytes.Repeat([]byte("x"), maxFileBytes)...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.md"), big, 0o600))
+	s := NewDir(dir).Load()
+	require.Len(t, s.Problems, 1)
+	assert.Contains(t, s.Problems[0].Reason, "larger than")
 }
