@@ -84,12 +84,13 @@ type egress struct {
 	conns      map[net.Conn]struct{} // open connections, both sides: Close cuts them
 	closed     bool
 	audited    int
-	suppressed [2]int // allowed, denied
+	suppressed map[string]int // decision → how many past maxEgressAudited
 }
 
 func newEgress(s *Server, cfg Config) *egress {
 	lim := cfg.Egress.withDefaults()
-	e := &egress{s: s, lim: lim, resolver: cfg.Resolver, open: semaphore.NewWeighted(int64(lim.MaxConns)), conns: map[net.Conn]struct{}{}}
+	e := &egress{s: s, lim: lim, resolver: cfg.Resolver, open: semaphore.NewWeighted(int64(lim.MaxConns)),
+		conns: map[net.Conn]struct{}{}, suppressed: map[string]int{}}
 	if e.resolver == nil {
 		e.resolver = net.DefaultResolver
 	}
@@ -362,11 +363,7 @@ func (e *egress) record(decision, target, reason string) {
 	e.audited++
 	first := e.audited <= maxEgressAudited
 	if !first {
-		if decision == "allow" {
-			e.suppressed[0]++
-		} else {
-			e.suppressed[1]++
-		}
+		e.suppressed[decision]++
 	}
 	e.mu.Unlock()
 	if decision == "allow" {
@@ -380,19 +377,22 @@ func (e *egress) record(decision, target, reason string) {
 }
 
 // close cuts every open egress connection and records the decisions left
-// uncounted.
+// uncounted, one row for each decision (allowed ones under "allow").
 func (e *egress) close() {
 	e.mu.Lock()
 	e.closed = true
 	conns := e.conns
 	e.conns = map[net.Conn]struct{}{}
 	n := e.suppressed
+	e.suppressed = map[string]int{}
 	e.mu.Unlock()
 	for c := range conns {
 		_ = c.Close()
 	}
-	if n[0]+n[1] > 0 {
-		e.s.auditDecision("egress", "deny", "", fmt.Sprintf("%d more egress decisions in this run, not recorded one by one (%d allowed, %d refused)", n[0]+n[1], n[0], n[1]))
+	for _, d := range []struct{ decision, verb string }{{"allow", "allowed"}, {"deny", "refused"}, {"error", "failed"}} {
+		if n[d.decision] > 0 {
+			e.s.auditDecision("egress", d.decision, "", fmt.Sprintf("%d more egress requests %s in this run, not recorded one by one", n[d.decision], d.verb))
+		}
 	}
 }
 
