@@ -75,6 +75,7 @@ type egress struct {
 	policy   egressPolicy
 	lim      EgressLimits
 	resolver Resolver
+	own      func() ([]netip.Addr, error)
 	open     *semaphore.Weighted
 	total    atomic.Int64
 	budget   atomic.Int64 // bytes left
@@ -94,6 +95,9 @@ func newEgress(s *Server, cfg Config) *egress {
 	if e.resolver == nil {
 		e.resolver = net.DefaultResolver
 	}
+	if e.own = cfg.HostAddrs; e.own == nil {
+		e.own = interfaceAddrs
+	}
 	e.budget.Store(lim.MaxBytes)
 	var errs []error
 	e.policy, errs = newEgressPolicy(cfg.Profile.HasNetwork(), cfg.Profile.Egress)
@@ -101,6 +105,26 @@ func newEgress(s *Server, cfg Config) *egress {
 		s.log.Error("egress entry ignored; it allows nothing", "err", err)
 	}
 	return e
+}
+
+// interfaceAddrs lists the addresses of the host's network interfaces as
+// they are at this moment (one netlink dump, about 0.1 ms): read at each
+// decision rather than cached, since they change (DHCP, docker0, a VPN
+// coming up), so that what is checked is what the host has when it dials.
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
 }
 
 // isEgress reports whether r is a proxy request rather than one of the
@@ -147,7 +171,7 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), e.lim.DialTimeout)
-	addrs, rule, err := e.policy.decide(ctx, e.resolver, t)
+	addrs, rule, err := e.policy.decide(ctx, e.resolver, e.own, t)
 	if err != nil {
 		cancel()
 		var d *denial
