@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/clawpen/clawpen/internal/cgroup"
 )
 
 // ErrArgs is wrapped by every refusal of a call's arguments.
@@ -213,12 +215,25 @@ type Result struct {
 type Getenv func(name string) string
 
 // Run runs a prepared call: env holds PATH, HOME, LANG and the tool's env
-// only, stdin is empty, the working directory is /, and the process leads
-// a group of its own, all of which is killed at the timeout and when the
-// leader ends (nothing it started outlives the call). stdout and stderr
-// are each kept up to MaxOutput bytes. An error is a command that could
-// not be started.
-func (t *Tool) Run(ctx context.Context, c Call, getenv Getenv) (Result, error) {
+// only, stdin is empty, the working directory is /, and the process is
+// born in a cgroup of its own (cgroup.Scope) with everything it starts,
+// however it detaches (setsid, a double fork): all of it is killed at the
+// timeout and when the leader ends, and Run returns once it is gone.
+// stdout and stderr are each kept up to MaxOutput bytes. An error is a
+// command that could not be started, contained or cleared away; a host
+// where no such cgroup can be made runs no tool (it could not keep that
+// promise).
+func (t *Tool) Run(ctx context.Context, c Call, getenv Getenv) (res Result, err error) {
+	scope, err := cgroup.NewScope("clawpen-tool")
+	if err != nil {
+		return Result{}, fmt.Errorf("contain %s: %w", c.Argv[0], err)
+	}
+	defer func() {
+		// What the leader left behind.
+		if cerr := scope.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("clear away what %s left: %w", c.Argv[0], cerr)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
@@ -231,18 +246,18 @@ func (t *Tool) Run(ctx context.Context, c Call, getenv Getenv) (Result, error) {
 	}
 	stdout, stderr := &capped{max: t.MaxOutput}, &capped{max: t.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: scope.FD()}
+	cmd.Cancel = scope.Kill
 	// A child that keeps the pipes open after the leader ended is killed
-	// below; this only bounds how long its output is waited for.
+	// when the scope closes; this only bounds how long its output is
+	// waited for.
 	cmd.WaitDelay = 200 * time.Millisecond
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("start %s: %w", c.Argv[0], err)
 	}
-	err := cmd.Wait()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what the leader left behind
-	res := Result{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String(),
+	err = cmd.Wait()
+	res = Result{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String(),
 		Truncated: stdout.cut || stderr.cut, Duration: time.Since(start)}
 	// Killed, not ended by itself, once the deadline had passed: a command
 	// that exits just before it is not said to have timed out.

@@ -249,6 +249,23 @@ command: ["/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"]`)
 	assertGone(t, res.Stdout)
 }
 
+// A grandchild that leaves the call's process group and session
+// (setsid), as a daemon does, is killed too: it is not running when Run
+// returns. It prints its pid and session before it detaches its output.
+func TestRunKillsDetachedDescendants(t *testing.T) {
+	tl := mustParse(t, `name: daemon
+description: x
+command: ["/bin/sh", "-c", "(setsid sh -c 'echo $$ $(cut -d\" \" -f6 /proc/$$/stat); exec sleep 1000 >/dev/null 2>&1' &) | cat"]`)
+	res := run(t, tl, `{}`, map[string]string{"PATH": "/usr/bin:/bin"})
+	var pid, sid int
+	_, err := fmt.Sscan(res.Stdout, &pid, &sid)
+	require.NoError(t, err, "pid and session in %q (stderr %q)", res.Stdout, res.Stderr)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	require.Equal(t, pid, sid, "the grandchild leads a session of its own")
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	assert.True(t, err != nil || strings.Contains(string(st), ") Z "), "the detached grandchild %d still runs: %s", pid, st)
+}
+
 func assertGone(t *testing.T, pidText string) {
 	t.Helper()
 	var pid int
