@@ -197,6 +197,9 @@ func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Lo
 	if err != nil {
 		return unavailable{fmt.Errorf("no sandbox: %w", err)}, -1, -1, noop
 	}
+	if err := privateParents(cfg, gid); err != nil {
+		return unavailable{fmt.Errorf("no sandbox: what sandboxes write would be reachable by other host users: %w", err)}, -1, -1, noop
+	}
 	var reasons []string
 	if cfg.Sandbox == "docker" || cfg.Sandbox == "auto" {
 		d, err := dockerBackend(ctx, cfg, inst, uid, gid, log)
@@ -282,7 +285,7 @@ func dockerBackend(ctx context.Context, cfg config.Config, inst instance, uid, g
 		_ = d.Close()
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.GroupsDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.GroupsDir, 0o700); err != nil { // made private by privateParents
 		_ = d.Close()
 		return nil, fmt.Errorf("create %s: %w", cfg.GroupsDir, err)
 	}
