@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -85,60 +84,45 @@ func privateParents(cfg config.Config, gid int) error {
 }
 
 // privateFinding makes the parents private as serve does at start, then
-// says whether another host user could still walk into them.
+// says whether another host user could still walk into them: a mode or
+// owner that did not stick (a filesystem without Unix modes), or a user
+// in the sandbox user's group.
 func privateFinding(cfg config.Config, gid int) Finding {
-	f := Finding{Name: "groups"}
+	f := Finding{Name: "groups", Verdict: Fail}
 	groupsMode, groupsGID := privateModes(gid)
-	want := fmt.Sprintf("%04o", groupsMode)
-	if groupsGID > 0 {
-		want += " root:" + groupName(groupsGID)
-	}
+	sessions := filepath.Join(cfg.DataDir, "sessions")
+	want := fmt.Sprintf("%s %04o (group %d), %s 0700, owned by the host user", cfg.GroupsDir, groupsMode, groupsGID, sessions)
+	f.Fix = "keep both on a local filesystem with Unix modes; serve makes them so at start: " + want
 	if err := privateParents(cfg, gid); err != nil {
-		f.Verdict, f.Detail = Fail, err.Error()+"; other host users may reach what sandboxes write during a run"
-		f.Fix = fmt.Sprintf("keep %s and %s on a local filesystem with Unix modes, owned by the host user; serve makes the groups dir %s and data/sessions 0700",
-			cfg.GroupsDir, cfg.DataDir, want)
+		f.Detail = err.Error() + "; other host users may reach what sandboxes write during a run"
 		return f
 	}
 	var problems []string
-	for _, p := range []string{cfg.GroupsDir, filepath.Join(cfg.DataDir, "sessions")} {
+	for _, d := range []struct {
+		path string
+		mode uint32
+		gid  int
+	}{{cfg.GroupsDir, groupsMode, groupsGID}, {sessions, 0o700, -1}} {
 		var st unix.Stat_t
-		if err := beneath.Lstat(p, &st); err != nil {
+		if err := beneath.Lstat(d.path, &st); err != nil {
 			problems = append(problems, err.Error())
-			continue
-		}
-		allowedGroup := uint32(0)
-		if p == cfg.GroupsDir && groupsGID > 0 && int(st.Gid) == groupsGID {
-			allowedGroup = 0o010
-		}
-		if int(st.Uid) != os.Geteuid() || st.Mode&0o077&^allowedGroup != 0 {
-			problems = append(problems, fmt.Sprintf("%s is %04o uid %d gid %d", p, st.Mode&0o7777, st.Uid, st.Gid))
+		} else if int(st.Uid) != os.Geteuid() || st.Mode&0o7777 != d.mode || (d.gid >= 0 && int(st.Gid) != d.gid) {
+			problems = append(problems, fmt.Sprintf("%s is %04o uid %d gid %d", d.path, st.Mode&0o7777, st.Uid, st.Gid))
 		}
 	}
-	var fix string
 	if groupsGID > 0 {
 		if others := membersOf(groupsGID, cfg.SandboxUser); len(others) > 0 {
-			problems = append(problems, fmt.Sprintf("%s (group %s) may walk into %s", strings.Join(others, ", "), groupName(groupsGID), cfg.GroupsDir))
-			fix = fmt.Sprintf("take them out of the group: gpasswd -d <user> %s (a user whose primary group it is needs another)", groupName(groupsGID))
+			problems = append(problems, fmt.Sprintf("%s, in the sandbox user's group %d, may walk into %s", strings.Join(others, ", "), groupsGID, cfg.GroupsDir))
+			f.Fix = fmt.Sprintf("take them out of group %d (gpasswd -d <user> <group>; a user whose primary group it is needs another)", groupsGID)
 		}
 	}
 	if len(problems) > 0 {
-		f.Verdict, f.Detail = Fail, strings.Join(problems, "; ")+": other host users may reach what sandboxes write during a run"
-		f.Fix = cmp.Or(fix, fmt.Sprintf("chown root %s && chmod %04o %s; chmod 0700 %s", cfg.GroupsDir, groupsMode, cfg.GroupsDir, filepath.Join(cfg.DataDir, "sessions")))
+		f.Detail = strings.Join(problems, "; ") + ": other host users may reach what sandboxes write during a run"
 		return f
 	}
-	f.Verdict = OK
-	f.Detail = fmt.Sprintf("%s is %s and %s 0700: no other host user reaches what sandboxes write", cfg.GroupsDir, want, filepath.Join(cfg.DataDir, "sessions"))
+	f.Verdict, f.Fix = OK, ""
+	f.Detail = want + ": no other host user reaches what sandboxes write"
 	return f
-}
-
-// groupName is gid's name from /etc/group, or the number.
-func groupName(gid int) string {
-	for _, f := range colonFile("/etc/group", 4) {
-		if f[2] == strconv.Itoa(gid) {
-			return f[0]
-		}
-	}
-	return strconv.Itoa(gid)
 }
 
 // membersOf lists the users, besides except, in group gid: its listed

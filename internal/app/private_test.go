@@ -54,7 +54,7 @@ func TestPrivateParents(t *testing.T) {
 	require.NoError(t, os.Symlink(cfg.GroupsDir+".real", cfg.GroupsDir))
 	f = privateFinding(cfg, sandboxGID)
 	assert.Equal(t, Fail, f.Verdict, "%+v", f)
-	assert.Contains(t, f.Fix, "serve makes the groups dir")
+	assert.Contains(t, f.Fix, "serve makes them so")
 }
 
 // acl is a POSIX access ACL as the kernel stores it: owner, one named user,

@@ -433,13 +433,11 @@ func (r *Runner) ensureDirs(ctx context.Context, g domain.Group) error {
 // whole, once. path is resolved (Config): a symlink anywhere in it now is
 // refused.
 func (r *Runner) ensureDir(ctx context.Context, path string, mode os.FileMode, own bool) error {
-	if !own {
-		if err := beneath.MkdirAll(path, uint32(mode.Perm())); err != nil {
-			return fmt.Errorf("create %s: %w", path, err)
-		}
-		return nil
+	u := beneath.User{} // the host's: made, never handed over
+	if own {
+		u = beneath.User{UID: r.cfg.RunAsUID, GID: r.cfg.RunAsGID}
 	}
-	rep, err := r.sandboxUser().Own(ctx, path, uint32(mode.Perm()))
+	rep, err := u.Own(ctx, path, uint32(mode.Perm()))
 	if err != nil {
 		return err
 	}
@@ -448,11 +446,6 @@ func (r *Runner) ensureDir(ctx context.Context, path string, mode os.FileMode, o
 			"entries", rep.Entries, "changed", rep.Changed, "skipped", rep.Skipped, "cut_short", rep.CutShort)
 	}
 	return nil
-}
-
-// sandboxUser is whose rights the host acts with in the sandbox's trees.
-func (r *Runner) sandboxUser() beneath.User {
-	return beneath.User{UID: r.cfg.RunAsUID, GID: r.cfg.RunAsGID}
 }
 
 // stripAfterRun takes setuid, setgid and world-write bits out of every tree

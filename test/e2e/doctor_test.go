@@ -151,7 +151,7 @@ func TestDoctorPassesWhereServeWorks(t *testing.T) {
 			require.NoError(t, err, "doctor prepared data/ as serve does")
 			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 			// No other host user walks into what sandboxes write.
-			assert.Regexp(t, `ok +groups +\S+/groups is 07[01]0`, out)
+			assert.Regexp(t, `ok +groups +\S+/groups 07[01]0`, out)
 			fi, err = os.Stat(filepath.Join(dir, "groups"))
 			require.NoError(t, err)
 			assert.Zero(t, fi.Mode().Perm()&0o067, "groups/ is %v", fi.Mode())
