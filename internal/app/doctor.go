@@ -84,11 +84,7 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 	uid, gid, userErr := SandboxUser(cfg.SandboxUser)
 	fs = append(fs, sandboxUserFinding(cfg, uid, gid, userErr))
 	fs = append(fs, socketFinding(cfg, uid, gid))
-	if err := os.MkdirAll(cfg.GroupsDir, 0o755); err != nil {
-		add("groups", Fail, err.Error(), "create the groups dir and make it writable by the host user")
-	} else {
-		add("groups", OK, cfg.GroupsDir, "")
-	}
+	fs = append(fs, privateFinding(cfg, gid))
 	bin, binErr := AgentBin(cfg)
 	if binErr != nil {
 		add("agent", Fail, binErr.Error(), "run `make build` (builds bin/clawpen and bin/clawpen-agent)")
@@ -439,13 +435,8 @@ func sandboxUserFinding(cfg config.Config, uid, gid int, err error) Finding {
 
 // loginShellOf is uid's shell from /etc/passwd when it allows logins.
 func loginShellOf(uid int) (string, bool) {
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		return "", false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) == 7 && f[2] == strconv.Itoa(uid) {
+	for _, f := range colonFile("/etc/passwd", 7) {
+		if f[2] == strconv.Itoa(uid) {
 			return f[6], !noLogin(f[6])
 		}
 	}
