@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/mounts"
@@ -90,6 +91,9 @@ type Config struct {
 	Files        Fetcher
 	GroupsDir    string
 	MaxFileBytes int64
+	// SandboxUser is whose rights the host writes a group's inbox with
+	// (zero: the host's own, as on a host that is not root).
+	SandboxUser beneath.User
 	// Drafts shows the main group's answers while they are written; nil:
 	// none shown.
 	Drafts Drafter
