@@ -147,7 +147,9 @@ func newRouterBench(ctx context.Context, groups, stored int, open func(ctx conte
 func (b *routerBench) openStore(ctx context.Context, stored int) error {
 	open := b.open
 	if open == nil {
-		open = func(ctx context.Context) (*store.Store, error) { return store.Open(ctx, filepath.Join(b.dir, "clawpen.db")) }
+		open = func(ctx context.Context) (*store.Store, error) {
+			return store.Open(ctx, filepath.Join(b.dir, "clawpen.db"))
+		}
 	}
 	st, err := open(ctx)
 	if err != nil {
