@@ -369,14 +369,14 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 			log.Info("killed orphaned sandboxes", "count", n)
 		}
 	}
-	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20}
+	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20, Model: cfg.Model}
 	if uid >= 0 {
 		host.User = cfg.SandboxUser
 	}
 	switch b := backend.(type) {
 	case unavailable:
 		log.Error("agents will not run", "reason", b.err)
-		host = router.HostStatus{NoSandbox: b.err.Error()}
+		host = router.HostStatus{NoSandbox: b.err.Error(), Model: cfg.Model}
 	case *bwrap.Backend:
 		host.Limits = "cgroup " + string(b.CgroupMode())
 	case *docker.Backend:

@@ -323,7 +323,7 @@ func (r *Runner) job(req Request, inv string, prof domain.Profile) ([]byte, erro
 	}
 	b, err := json.Marshal(domain.Job{
 		Version: domain.JobVersion, Group: req.Group.Folder, ChatID: req.Group.ChatID, IsMain: req.Group.IsMain(),
-		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.cfg.Model,
+		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.model(prof),
 		ContextMode: mode, Prompt: req.Prompt, TaskID: req.TaskID, Egress: prof.HasNetwork(),
 		Tools: r.bridgeTools(req.Group.Caller(inv), prof),
 	})
