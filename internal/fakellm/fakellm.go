@@ -1,6 +1,7 @@
 // Package fakellm is a fake model provider for tests: it speaks the Anthropic
 // Messages API (POST /v1/messages, JSON and SSE streaming), the OpenAI chat
-// completions API (POST /v1/chat/completions, JSON and SSE streaming), with
+// completions API (POST /v1/chat/completions, JSON and SSE streaming), the
+// audio transcription API (POST /v1/audio/transcriptions, transcribe.go), with
 // the token usage of every answer as the providers report it, and both lists of models (GET
 // /v1/models) on the wire, so the official SDKs talk to it unchanged. Its answers follow a deterministic script driven by the
 // conversation (see script.go), which lets end-to-end tests make an agent use tools.
@@ -31,6 +32,9 @@ type Server struct {
 	failStatus  int
 	seq         int
 	firstText   func(at time.Time) // see OnFirstText
+
+	transcribeKey  string
+	transcriptions []Transcription
 
 	ts   *httptest.Server // set by New
 	hs   *http.Server     // set by Start
@@ -144,6 +148,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/models":
 		s.serveModels(w, r)
+		return
+	case "/v1/audio/transcriptions":
+		s.serveTranscription(w, r)
 		return
 	case "/v1/messages":
 		api = anthropicAPI
