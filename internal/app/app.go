@@ -474,6 +474,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Now:     cfg.UsageNow,
 		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20,
+		Transcriber: transcriber(cfg), TranscribeDailySeconds: cfg.TranscribeDailySeconds,
 		Drafts: p.Telegram,
 		Menu: func(ctx context.Context, owner int64) error {
 			return p.Telegram.SetCommandMenu(ctx, owner, ownerMenu())

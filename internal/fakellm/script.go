@@ -71,8 +71,10 @@ type directives struct {
 	usage    *[2]int // USAGE: input and output tokens
 }
 
-// closingTag is the host's element end after a directive (</message>, </scheduled_task>).
-var closingTag = regexp.MustCompile(`</[a-z_]+>$`)
+// closingTag is the host's element ends after a directive (</message>,
+// </scheduled_task>; </transcript></attachment></message> after a
+// transcript's).
+var closingTag = regexp.MustCompile(`(</(?:messages?|scheduled_task|transcript|attachment)>)+$`)
 
 func parseDirectives(prompt string) (directives, error) {
 	var d directives

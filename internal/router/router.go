@@ -90,6 +90,12 @@ type Config struct {
 	Files        Fetcher
 	GroupsDir    string
 	MaxFileBytes int64
+	// Transcriber makes voice notes, audio and video notes text once
+	// fetched (transcribe.go); nil: they stay files. A group other than
+	// main may have TranscribeDailySeconds of audio transcribed a day (0:
+	// no limit).
+	Transcriber            Transcriber
+	TranscribeDailySeconds int64
 	// Drafts shows the main group's answers while they are written; nil:
 	// none shown.
 	Drafts Drafter
