@@ -499,7 +499,7 @@ func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Lo
 	return runner.New(runner.Config{
 		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: p.RunAsUID, RunAsGID: p.RunAsGID,
 		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
-		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
+		Env: cfg.SandboxEnv(), Limits: limits, Logger: log, ContextTokens: cfg.ContextTokens,
 		Upstreams: hostsock.Config{
 			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
 			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},

@@ -80,6 +80,9 @@ type Config struct {
 	// MaxTokens (CLAWPEN_MAX_TOKENS) caps max_tokens of every model request
 	// the host proxies; 0 leaves the proxy's default.
 	MaxTokens int64
+	// ContextTokens (CLAWPEN_CONTEXT_TOKENS) is the estimated size past
+	// which a group's conversation is compacted.
+	ContextTokens int64
 
 	TZ *time.Location
 
@@ -249,6 +252,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		TranscribeKey:          get("CLAWPEN_TRANSCRIBE_KEY", get("OPENAI_API_KEY", "")),
 		TranscribeTimeout:      DefaultTranscribeTimeout,
 		TranscribeDailySeconds: DefaultTranscribeMinutes * 60,
+		ContextTokens:          domain.DefaultContextTokens,
 	}
 	if v := get("CLAWPEN_OWNER_ID", ""); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
@@ -284,6 +288,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("CLAWPEN_MAX_TOKENS=%q: want a whole number from 1 to 1000000", v))
 		}
 		c.MaxTokens = n
+	}
+	if v := get("CLAWPEN_CONTEXT_TOKENS", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		// Past a million tokens, the transcript passes what the model
+		// proxy takes in one request (8 MiB) before it is compacted.
+		if err != nil || n < 1000 || n > 1_000_000 {
+			errs = append(errs, fmt.Errorf("CLAWPEN_CONTEXT_TOKENS=%q: want a whole number of tokens from 1000 to 1000000", v))
+		}
+		c.ContextTokens = n
 	}
 	if v := get("CLAWPEN_WARM", ""); v != "" {
 		n, err := strconv.Atoi(v)
