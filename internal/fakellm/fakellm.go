@@ -35,6 +35,7 @@ type Server struct {
 
 	transcribeKey  string
 	transcriptions []Transcription
+	failSummaries  int
 
 	ts   *httptest.Server // set by New
 	hs   *http.Server     // set by Start
@@ -125,6 +126,14 @@ func (s *Server) OnFirstText(f func(at time.Time)) {
 	s.firstText = f
 }
 
+// FailSummaries makes the next n summary requests (see script.go) fail
+// with 400, and no other request.
+func (s *Server) FailSummaries(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failSummaries = n
+}
+
 // FailNext makes the next n requests fail with status and the provider's error JSON.
 func (s *Server) FailNext(n int, status int) {
 	s.mu.Lock()
@@ -174,6 +183,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := s.failStatus
 	if failing {
 		s.failLeft--
+	} else if s.failSummaries > 0 && isSummary(req.Messages) {
+		s.failSummaries--
+		failing, status = true, http.StatusBadRequest
 	}
 	key := s.requiredKey
 	firstText := s.firstText

@@ -147,7 +147,7 @@ func plan(msgs []Message) (answer, error) {
 		return answer{}, errNoPrompt
 	}
 	prompt := html.UnescapeString(msgs[promptIdx].Text())
-	if strings.HasPrefix(prompt, "<conversation>") {
+	if isSummary(msgs) {
 		return answer{text: summarise(prompt), inToks: len(prompt)/4 + 1}, nil
 	}
 	d, err := parseDirectives(prompt)
@@ -236,4 +236,10 @@ func summarise(conversation string) string {
 		}
 	}
 	return "Summary of the earlier conversation. Facts: " + strings.Join(facts, " ")
+}
+
+// isSummary reports whether msgs are a summary request: one prompt that
+// starts with "<conversation>".
+func isSummary(msgs []Message) bool {
+	return len(msgs) == 1 && strings.HasPrefix(msgs[0].Text(), "<conversation>")
 }
