@@ -3,6 +3,7 @@ package fakellm
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -136,11 +137,11 @@ func readTranscription(r *http.Request) (Transcription, error) {
 	}
 	switch {
 	case t.File == nil || t.FileName == "":
-		return t, fmt.Errorf("'file' is a required property")
+		return t, errors.New("'file' is a required property")
 	case len(t.File) > maxAudio:
-		return t, fmt.Errorf("Maximum content size limit (%d) exceeded", maxAudio)
+		return t, fmt.Errorf("maximum content size limit (%d) exceeded", maxAudio)
 	case strings.TrimSpace(t.Model) == "":
-		return t, fmt.Errorf("you must provide a model parameter")
+		return t, errors.New("you must provide a model parameter")
 	}
 	return t, nil
 }
