@@ -18,9 +18,9 @@ import (
 // the agent, and refuses model requests once the group's daily budget is
 // used (DESIGN.md, "Usage and budgets").
 
-// UsageBook is where token use is kept: per group and day (the store).
+// UsageBook is where token use is kept: per group, model and day (the store).
 type UsageBook interface {
-	AddUsage(ctx context.Context, group, day string, input, output int64) error
+	AddUsage(ctx context.Context, group, model, day string, input, output int64) error
 	UsageOn(ctx context.Context, group, day string) (domain.Usage, error)
 }
 
@@ -115,7 +115,7 @@ func (s *Server) recordUsage(t tokens, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	day := s.day()
-	if err := s.cfg.Usage.AddUsage(ctx, s.caller.Group, day, t.in, t.out); err != nil {
+	if err := s.cfg.Usage.AddUsage(ctx, s.caller.Group, s.policy.Model, day, t.in, t.out); err != nil {
 		s.log.Error("record token usage", "err", err, "input", t.in, "output", t.out)
 		return
 	}

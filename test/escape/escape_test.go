@@ -495,7 +495,12 @@ func TestEscape(t *testing.T) {
 			"CLAWPEN_RETRY_BACKOFF": "100ms",
 			"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
 			"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
+			// voice_test.go: a slow transcription ends soon, a group may
+			// have a minute a day transcribed.
+			"CLAWPEN_TRANSCRIBE_TIMEOUT":       "5s",
+			"CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "1",
 		},
+		Transcribe:   true,
 		AllowedRoots: []harness.AllowedRoot{{Path: "shared", ReadWrite: true}},
 	})
 	// The main group exists before any failure notice needs it.
@@ -581,7 +586,7 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 	t.Logf("sandbox answered (%d bytes):\n%s", len(out), clip(out, 6000))
 
 	var evidence, missing []string
-	for _, bad := range append([]string{breach, harness.SecretSSH, harness.SecretAWS, harness.AllowlistMarker, harness.APIKey, harness.BotToken,
+	for _, bad := range append([]string{breach, harness.SecretSSH, harness.SecretAWS, harness.AllowlistMarker, harness.APIKey, harness.BotToken, harness.TranscribeKey,
 		"OTHER-GROUP-SECRET", "OTHER-SESSION-SECRET"}, a.bad...) {
 		if strings.Contains(out, bad) {
 			evidence = append(evidence, fmt.Sprintf("answer contains %q", bad))

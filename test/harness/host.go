@@ -80,6 +80,9 @@ type Options struct {
 	// PostgreSQL database, its own directories. It is started while Share
 	// serves, so it stands by: New returns once it says so.
 	Share *Host
+	// Transcribe: voice notes are transcribed by the fake model's
+	// transcription endpoint, with TranscribeKey.
+	Transcribe bool
 }
 
 // New makes a host's directories, plants the secrets a sandbox must never
@@ -155,6 +158,10 @@ func New(t testing.TB, o Options) *Host {
 		"CLAWPEN_DEBUG=1",
 	}
 	env = append(env, provider...)
+	if o.Transcribe {
+		llm.SetTranscribeKey(TranscribeKey)
+		env = append(env, "CLAWPEN_TRANSCRIBE=openai", "CLAWPEN_TRANSCRIBE_URL="+llm.URL(), "CLAWPEN_TRANSCRIBE_KEY="+TranscribeKey)
+	}
 	if o.Owner {
 		env = append(env, fmt.Sprintf("CLAWPEN_OWNER_ID=%d", OwnerID))
 	}
