@@ -85,7 +85,7 @@ test: deps build vet
 	else echo "SKIP Docker end-to-end tests: no Docker engine answers (docker info failed)"; fi
 	@echo "end-to-end tests again with serve on PostgreSQL (a server the tests start)"
 	CLAWPEN_E2E_DATABASE=postgres $(GO) test -p 1 -count=1 -timeout 20m \
-	  -run 'TestOwnerGetsAnswerFromSandbox|TestGroupTriggerContextAndEscaping|TestStrangerIgnoredAndNotStored|TestRestartMidRunLosesAndDuplicatesNothing|TestAdminCommandsNotRunTwiceAfterCrash' ./test/e2e/
+	  -run 'TestOwnerGetsAnswerFromSandbox|TestGroupTriggerContextAndEscaping|TestStrangerIgnoredAndNotStored|TestRestartMidRunLosesAndDuplicatesNothing|TestAdminCommandsNotRunTwiceAfterCrash|TestBackupWhileServing|TestMetricsReadinessAndRedactedJSONLogs' ./test/e2e/
 	$(MAKE) --no-print-directory fuzz
 
 # Every fuzz target for a bounded time (FUZZTIME each).

@@ -366,6 +366,27 @@ func (h *Host) Store() *store.Store {
 	return st
 }
 
+// Restore opens what `clawpen backup` wrote to dst as the operator would
+// restore it: the SQLite copy, checked with PRAGMA integrity_check, as it
+// is; a PostgreSQL dump restored with pg_restore into an empty database.
+// The caller closes it.
+func (h *Host) Restore(dst string) *store.Store {
+	h.t.Helper()
+	ctx := context.Background()
+	if h.DatabaseURL == "" {
+		require.NoError(h.t, store.IntegrityCheck(ctx, dst))
+		st, err := store.Open(ctx, dst)
+		require.NoError(h.t, err)
+		return st
+	}
+	url := pgtest.NewDatabase(h.t)
+	out, err := exec.Command("pg_restore", "--no-owner", "--exit-on-error", "--dbname="+url, dst).CombinedOutput()
+	require.NoError(h.t, err, "pg_restore: %s", out)
+	st, err := store.OpenPostgres(ctx, url)
+	require.NoError(h.t, err)
+	return st
+}
+
 // GrepStored reports where the host keeps needle: the files of its data
 // dir that hold it and, on PostgreSQL, "database" when a dump of its
 // database does.
