@@ -247,6 +247,21 @@ func (h *Host) Crash() {
 	h.proc.cmd = nil
 }
 
+// WaitExit waits until serve exits on its own and returns how it ended.
+func (h *Host) WaitExit() error {
+	h.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h.proc.cmd.Wait() }()
+	select {
+	case err := <-done:
+		h.proc.cmd = nil
+		return err
+	case <-time.After(Wait):
+		h.t.Fatalf("serve did not exit within %s; log:\n%s", Wait, h.Stderr.String())
+		return nil
+	}
+}
+
 // Running reports whether serve is still alive (not exited).
 func (h *Host) Running() bool {
 	cmd := h.proc.cmd
