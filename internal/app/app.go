@@ -349,6 +349,9 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 	}
 	lead, err := takeLead(ctx, cfg, hs, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while standing by
+		}
 		return err
 	}
 	if lead != nil {

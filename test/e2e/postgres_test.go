@@ -3,6 +3,7 @@ package e2e
 import (
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,12 +16,17 @@ import (
 // A host on PostgreSQL whose hold on the serving lock ends while it runs
 // (here the server ends the lock's session, as an operator or a restart
 // would) stops serving at once and exits non-zero, saying why; the host
-// that stood by takes over and answers.
+// that stood by takes over and answers. A standby stopped while it waits
+// exits cleanly.
 func TestPostgresHostStopsWhenItLosesTheLock(t *testing.T) {
 	a := harness.New(t, harness.Options{Owner: true, Postgres: true})
 	a.OwnerSays("before")
 	a.WaitFor(harness.OwnerID, "before")
 	b := harness.New(t, harness.Options{Owner: true, Share: a})
+	// A standby stopped while it waits ends cleanly.
+	c := harness.New(t, harness.Options{Owner: true, Share: a})
+	require.NoError(t, syscall.Kill(c.PID(), syscall.SIGTERM))
+	require.NoError(t, c.WaitExit(), "a standby stops with status 0; log:\n%s", c.Stderr.String())
 
 	ctx := harness.Ctx(t)
 	admin, err := pgx.Connect(ctx, a.DatabaseURL)
