@@ -73,6 +73,10 @@ type Config struct {
 	// profile's daily budget is checked (usage.go). A budget without it
 	// refuses every model request.
 	Usage UsageBook
+	// Ledger holds the worst case of the model requests in flight against
+	// their group's budget; a host gives all its sockets one (nil: the
+	// socket keeps its own).
+	Ledger *Ledger
 	// Now and TZ place usage in days (default time.Now, time.Local).
 	Now func() time.Time
 	TZ  *time.Location
@@ -112,6 +116,9 @@ type Server struct {
 	proxies       proxies
 	inFlight      *semaphore.Weighted // request body bytes held, over all connections
 	rate          *rate.Limiter       // model requests
+	ledger        *Ledger
+	exchanges     counter             // model requests whose usage is still to be recorded
+	drains        *semaphore.Weighted // answers read after their client left
 	refusals      refusals
 	egress        *egress
 	budgetMu      sync.Mutex
@@ -131,6 +138,11 @@ func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, er
 		policy:   Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
 		inFlight: semaphore.NewWeighted(lim.MaxInFlightBytes),
 		rate:     rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
+		ledger:   cfg.Ledger,
+		drains:   semaphore.NewWeighted(int64(lim.MaxDrains)),
+	}
+	if s.ledger == nil {
+		s.ledger = NewLedger()
 	}
 	if s.policy.MaxTokens <= 0 {
 		s.policy.MaxTokens = DefaultMaxTokens
@@ -258,11 +270,14 @@ func listenPrivate(path string, uid, gid int) (net.Listener, error) {
 func (s *Server) Path() string { return s.path }
 
 // Close stops serving, cuts open connections and removes the socket file.
+// It returns once the usage of every model request is recorded: an answer
+// its client left is read for up to Limits.DrainTimeout more.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		err := s.srv.Close()
 		<-s.done
 		s.egress.close() // hijacked tunnels are not the server's to close
+		s.exchanges.closeAndWait()
 		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
 		}

@@ -2,6 +2,7 @@ package hostsock
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,15 +33,11 @@ func (s *Server) newProxies() proxies {
 				h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
 			}
 		},
-		Transport:     transport,
+		Transport:     meteredTransport{next: transport, api: anthropicShape},
 		FlushInterval: -1, // server-sent events must pass through as they come
 		ErrorHandler:  s.proxyError("anthropic"),
-		ModifyResponse: func(resp *http.Response) error {
-			s.meterUsage(resp, anthropicShape)
-			return nil
-		},
 	}
-	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, error) {
+	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, int64, error) {
 		return rebuildAnthropic(body, r.URL.Path == "/v1/messages/count_tokens", s.policy)
 	})}
 	if s.openai != nil {
@@ -52,15 +49,11 @@ func (s *Server) newProxies() proxies {
 					h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
 				}
 			},
-			Transport:     transport,
+			Transport:     meteredTransport{next: transport, api: openaiShape},
 			FlushInterval: -1,
 			ErrorHandler:  s.proxyError("openai"),
-			ModifyResponse: func(resp *http.Response) error {
-				s.meterUsage(resp, openaiShape)
-				return nil
-			},
 		}
-		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, error) {
+		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, int64, error) {
 			return rebuildOpenAI(body, s.policy)
 		})
 	}
@@ -90,8 +83,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, base *url.URL, path string) 
 }
 
 // rebuilding reads a model request under the socket's limits, rebuilds its
-// body with rebuild, and hands the result to next.
-func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Request) ([]byte, error)) http.HandlerFunc {
+// body with rebuild (which also returns the request's max_tokens, 0 for a
+// free one), and hands the result to next, counting its usage.
+func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Request) ([]byte, int64, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.policy.Model == "" {
 			s.refuse(w, r, http.StatusForbidden, "no model is configured for this group")
@@ -109,8 +103,15 @@ func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Reques
 		if !ok {
 			return
 		}
-		defer res.release()
-		out, err := rebuild(body, r)
+		var x *exchange
+		defer func() {
+			if x != nil {
+				x.handled() // the bytes are the transport's to give back once it has them
+				return
+			}
+			res.release()
+		}()
+		out, maxTokens, err := rebuild(body, r)
 		if err != nil {
 			var re *requestError
 			switch {
@@ -134,6 +135,13 @@ func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Reques
 		}
 		// The bytes count until the transport has sent them and closed the body.
 		r.Body = &releasingBody{r: bytes.NewReader(out), release: res.release}
+		if maxTokens > 0 && s.cfg.Usage != nil {
+			if x, ok = s.open(w, r, tokens{in: int64(len(out)) + promptOverhead, out: maxTokens}); !ok {
+				return
+			}
+			x.body = r.Body
+			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+		}
 		r.ContentLength = int64(len(out))
 		r.TransferEncoding = nil
 		r.Trailer = nil

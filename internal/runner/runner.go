@@ -111,6 +111,10 @@ func New(cfg Config, sb Sandbox) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Upstreams.Ledger == nil {
+		// One for all runs: a group's runs at once share its budget.
+		cfg.Upstreams.Ledger = hostsock.NewLedger()
+	}
 	r := &Runner{cfg: cfg, sandbox: sb, active: map[string]int{}, forget: map[string]bool{}}
 	r.warm = newWarmPool(r, cfg.Warm)
 	return r
