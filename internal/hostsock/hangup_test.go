@@ -173,7 +173,9 @@ func TestDrainsHoldNoConnection(t *testing.T) {
 		_ = send(`{"type":"message_stop"}`)
 	})
 	b := newBook()
-	ipc := func(context.Context, domain.Caller, string, []byte) (int, any) { return http.StatusOK, map[string]bool{"ok": true} }
+	ipc := func(context.Context, domain.Caller, string, []byte) (int, any) {
+		return http.StatusOK, map[string]bool{"ok": true}
+	}
 	s, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up}, Model: hostModel, Usage: b, Now: usageClock, IPC: ipc,
 		Limits: Limits{MaxConns: 2, MaxDrains: 2}})
 	for range 3 {

@@ -123,7 +123,7 @@ type exchange struct {
 	once    sync.Once
 	sent    bool // the transport has it (set and read in the handler's goroutine)
 
-	mu       sync.Mutex // guards following
+	mu       sync.Mutex     // guards following
 	gone     bool           // the client left
 	toClient *io.PipeWriter // the answer on its way to the client
 	timer    *time.Timer

@@ -67,7 +67,10 @@ type Config struct {
 	Model         string
 	Env           map[string]string // allowlisted, non-secret
 	Limits        sandbox.Limits
-	Upstreams     hostsock.Config // provider URLs and keys; the rest is set per run
+	// Upstreams: provider URLs and keys, and the ledger of model requests
+	// in flight that all runs share (New makes one when it is nil); the
+	// rest is set per run.
+	Upstreams hostsock.Config
 	// Ops answers the agents' requests to the host (/ipc/<op> on their
 	// sockets); nil answers none.
 	Ops *ops.Service
