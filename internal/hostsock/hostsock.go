@@ -101,23 +101,29 @@ type Config struct {
 	Client *http.Client
 }
 
+// maxExchanges is more model requests than a socket ever has at once.
+const maxExchanges = 1 << 40
+
 // Server serves one socket.
 type Server struct {
-	path          string
-	caller        domain.Caller // who is on the other end; fixed when the socket is made
-	cfg           Config
-	lim           Limits
-	policy        Policy
-	log           *slog.Logger
-	ln            net.Listener
-	srv           *http.Server
-	anthropic     *url.URL
-	openai        *url.URL // nil when not configured
-	proxies       proxies
-	inFlight      *semaphore.Weighted // request body bytes held, over all connections
-	rate          *rate.Limiter       // model requests
-	ledger        *Ledger
-	exchanges     counter             // model requests whose usage is still to be recorded
+	path      string
+	caller    domain.Caller // who is on the other end; fixed when the socket is made
+	cfg       Config
+	lim       Limits
+	policy    Policy
+	log       *slog.Logger
+	ln        net.Listener
+	srv       *http.Server
+	anthropic *url.URL
+	openai    *url.URL // nil when not configured
+	proxies   proxies
+	inFlight  *semaphore.Weighted // request body bytes held, over all connections
+	rate      *rate.Limiter       // model requests
+	ledger    *Ledger
+	// exchanges counts the model requests whose usage is still to be
+	// recorded; Close takes all of it, which waits for the last and, once
+	// waiting, lets no more start (TryAcquire fails behind a waiter).
+	exchanges     *semaphore.Weighted
 	drains        *semaphore.Weighted // answers read after their client left
 	refusals      refusals
 	egress        *egress
@@ -135,11 +141,12 @@ func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, er
 	lim := cfg.Limits.withDefaults()
 	s := &Server{
 		path: path, caller: c, cfg: cfg, lim: lim, log: cfg.Logger, done: make(chan struct{}),
-		policy:   Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
-		inFlight: semaphore.NewWeighted(lim.MaxInFlightBytes),
-		rate:     rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
-		ledger:   cfg.Ledger,
-		drains:   semaphore.NewWeighted(int64(lim.MaxDrains)),
+		policy:    Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
+		inFlight:  semaphore.NewWeighted(lim.MaxInFlightBytes),
+		rate:      rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
+		ledger:    cfg.Ledger,
+		exchanges: semaphore.NewWeighted(maxExchanges),
+		drains:    semaphore.NewWeighted(int64(lim.MaxDrains)),
 	}
 	if s.ledger == nil {
 		s.ledger = NewLedger()
@@ -277,7 +284,7 @@ func (s *Server) Close() error {
 		err := s.srv.Close()
 		<-s.done
 		s.egress.close() // hijacked tunnels are not the server's to close
-		s.exchanges.closeAndWait()
+		_ = s.exchanges.Acquire(context.Background(), maxExchanges)
 		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
 		}

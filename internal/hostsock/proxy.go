@@ -23,36 +23,34 @@ func (s *Server) newProxies() proxies {
 	if s.cfg.Client != nil && s.cfg.Client.Transport != nil {
 		transport = s.cfg.Client.Transport
 	}
-	anthropic := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			h := s.rewrite(pr, s.anthropic, pr.In.URL.Path)
-			// The host's version, not the sandbox's: a version is a contract
-			// about what the request may contain.
-			h.Set("Anthropic-Version", DefaultAnthropicVer)
-			if s.cfg.Anthropic.APIKey != "" {
-				h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
-			}
-		},
-		Transport:     meteredTransport{next: transport, api: anthropicShape},
-		FlushInterval: -1, // server-sent events must pass through as they come
-		ErrorHandler:  s.proxyError("anthropic"),
+	proxy := func(name string, api apiShape, rewrite func(*httputil.ProxyRequest)) *httputil.ReverseProxy {
+		return &httputil.ReverseProxy{
+			Rewrite:       rewrite,
+			Transport:     meteredTransport{next: transport, api: api},
+			FlushInterval: -1, // server-sent events must pass through as they come
+			ErrorHandler:  s.proxyError(name),
+		}
 	}
+	anthropic := proxy("anthropic", anthropicShape, func(pr *httputil.ProxyRequest) {
+		h := s.rewrite(pr, s.anthropic, pr.In.URL.Path)
+		// The host's version, not the sandbox's: a version is a contract
+		// about what the request may contain.
+		h.Set("Anthropic-Version", DefaultAnthropicVer)
+		if s.cfg.Anthropic.APIKey != "" {
+			h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
+		}
+	})
 	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, int64, error) {
 		return rebuildAnthropic(body, r.URL.Path == "/v1/messages/count_tokens", s.policy)
 	})}
 	if s.openai != nil {
-		openai := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				// OPENAI_BASE_URL conventionally ends in /v1 already.
-				h := s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
-				if s.cfg.OpenAI.APIKey != "" {
-					h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
-				}
-			},
-			Transport:     meteredTransport{next: transport, api: openaiShape},
-			FlushInterval: -1,
-			ErrorHandler:  s.proxyError("openai"),
-		}
+		openai := proxy("openai", openaiShape, func(pr *httputil.ProxyRequest) {
+			// OPENAI_BASE_URL conventionally ends in /v1 already.
+			h := s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
+			if s.cfg.OpenAI.APIKey != "" {
+				h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
+			}
+		})
 		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, int64, error) {
 			return rebuildOpenAI(body, s.policy)
 		})

@@ -66,23 +66,32 @@ func (s *Server) withinBudget(w http.ResponseWriter, r *http.Request) bool {
 	if budget <= 0 {
 		return true
 	}
-	day := s.day()
 	if s.cfg.Usage == nil {
-		s.log.Error("the profile sets a token budget but the host keeps no usage; refusing")
-		writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
+		s.budgetUnreadable(w, errors.New("the profile sets a token budget but the host keeps no usage"))
 		return false
 	}
-	u, err := s.cfg.Usage.UsageOn(r.Context(), s.caller.Group, day)
-	if err != nil {
-		s.log.Error("read token usage", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
-		return false
-	}
-	if u.Total() < budget {
+	day, used, err := s.usedToday(r.Context())
+	switch {
+	case err != nil:
+		s.budgetUnreadable(w, err)
+	case used < budget:
 		return true
+	default:
+		s.refuseBudget(w, r, BudgetRefusal{Day: day, Budget: budget, Used: used})
 	}
-	s.refuseBudget(w, r, BudgetRefusal{Day: day, Budget: budget, Used: u.Total()})
 	return false
+}
+
+// usedToday is the group's recorded use of today.
+func (s *Server) usedToday(ctx context.Context) (day string, used int64, err error) {
+	day = s.day()
+	u, err := s.cfg.Usage.UsageOn(ctx, s.caller.Group, day)
+	return day, u.Total(), err
+}
+
+func (s *Server) budgetUnreadable(w http.ResponseWriter, err error) {
+	s.log.Error("cannot read token usage; refusing", "err", err)
+	writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
 }
 
 // refuseBudget answers a model request refused for the budget.
@@ -149,26 +158,24 @@ var (
 // take it past the budget, and refuses once the recorded use has reached
 // it. On failure it has answered r.
 func (s *Server) open(w http.ResponseWriter, r *http.Request, worst tokens) (*exchange, bool) {
-	if !s.exchanges.add() {
+	if !s.exchanges.TryAcquire(1) {
 		writeError(w, http.StatusServiceUnavailable, "the host socket is closing")
 		return nil, false
 	}
 	x := &exchange{s: s, worst: worst}
 	if budget := s.cfg.Profile.DailyTokens; budget > 0 {
-		day := s.day()
-		used := func(ctx context.Context) (int64, error) {
-			day = s.day()
-			u, err := s.cfg.Usage.UsageOn(ctx, s.caller.Group, day)
-			return u.Total(), err
+		var day string
+		used := func(ctx context.Context) (u int64, err error) {
+			day, u, err = s.usedToday(ctx)
+			return u, err
 		}
 		u, ok, err := s.ledger.reserve(r.Context(), s.caller.Group, budget, worst.total(), used)
 		if !ok {
-			s.exchanges.done()
+			s.exchanges.Release(1)
 			switch {
 			case err != nil && r.Context().Err() != nil: // the client left while it waited
 			case err != nil:
-				s.log.Error("read token usage", "err", err)
-				writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
+				s.budgetUnreadable(w, err)
 			default:
 				s.refuseBudget(w, r, BudgetRefusal{Day: day, Budget: budget, Used: u})
 			}
@@ -223,7 +230,7 @@ func (x *exchange) settle(t tokens, ok bool) {
 		if x.held > 0 {
 			x.s.ledger.release(x.s.caller.Group, x.held)
 		}
-		x.s.exchanges.done()
+		x.s.exchanges.Release(1)
 	})
 }
 
@@ -347,33 +354,6 @@ func (s *Server) recordUsage(t tokens, ok bool) {
 		return
 	}
 	s.log.Debug("token usage", "input", t.in, "output", t.out, "day", day)
-}
-
-// counter counts a socket's exchanges until each is settled; once closed
-// it starts no more, so that Close can wait for the last.
-type counter struct {
-	mu     sync.Mutex // guards closed, and orders add before wait
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func (c *counter) add() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	return true
-}
-
-func (c *counter) done() { c.wg.Done() }
-
-func (c *counter) closeAndWait() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.wg.Wait()
 }
 
 // apiShape is the wire format of an answer.
