@@ -23,6 +23,8 @@ import (
 // rebuilt: the bytes read, the decoded request, the encoded one). With
 // the defaults that is about 16 × 68 KiB + 3 × 8 MiB ≈ 25 MiB a socket,
 // times the number of sandboxes running at once (CLAWPEN_MAX_CONCURRENT).
+// Answers add what their meters hold (usage.go), one for each connection
+// and each of the MaxDrains answers read after their client left.
 type Limits struct {
 	MaxConns       int   // connections at once; more wait to be accepted
 	MaxHeaderBytes int   // request line and headers of one request
