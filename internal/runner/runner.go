@@ -68,7 +68,10 @@ type Config struct {
 	// (CLAWPEN_CONTEXT_TOKENS); 0 is domain.DefaultContextTokens.
 	ContextTokens int64
 	Limits        sandbox.Limits
-	Upstreams     hostsock.Config // provider URLs and keys; the rest is set per run
+	// Upstreams: provider URLs and keys, and the ledger of model requests
+	// in flight that all runs share (New makes one when it is nil); the
+	// rest is set per run.
+	Upstreams hostsock.Config
 	// Ops answers the agents' requests to the host (/ipc/<op> on their
 	// sockets); nil answers none.
 	Ops *ops.Service
@@ -111,6 +114,10 @@ type Runner struct {
 func New(cfg Config, sb Sandbox) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Upstreams.Ledger == nil {
+		// One for all runs: a group's runs at once share its budget.
+		cfg.Upstreams.Ledger = hostsock.NewLedger()
 	}
 	r := &Runner{cfg: cfg, sandbox: sb, active: map[string]int{}, forget: map[string]bool{}}
 	r.warm = newWarmPool(r, cfg.Warm)

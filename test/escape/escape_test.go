@@ -489,7 +489,7 @@ func hostProcs(needle string) []string {
 }
 
 func TestEscape(t *testing.T) {
-	host := harness.New(t, harness.Options{Owner: true,
+	host := harness.New(t, harness.Options{Owner: true, AlsoOpenAI: true,
 		Extra: map[string]string{
 			"CLAWPEN_AGENT_TIMEOUT": "20s", // the never-exits attack is killed by this
 			"CLAWPEN_RETRY_BACKOFF": "100ms",

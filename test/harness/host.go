@@ -83,6 +83,9 @@ type Options struct {
 	// Transcribe: voice notes are transcribed by the fake model's
 	// transcription endpoint, with TranscribeKey.
 	Transcribe bool
+	// AlsoOpenAI points the OpenAI-compatible proxy at the fake too (with
+	// the same key), beside Anthropic.
+	AlsoOpenAI bool
 }
 
 // New makes a host's directories, plants the secrets a sandbox must never
@@ -143,6 +146,9 @@ func New(t testing.TB, o Options) *Host {
 	if o.KeylessOpenAI {
 		llm.SetRequiredKey("")
 		provider = []string{"OPENAI_BASE_URL=" + llm.URL() + "/v1"}
+	}
+	if o.AlsoOpenAI {
+		provider = append(provider, "OPENAI_BASE_URL="+llm.URL()+"/v1", "OPENAI_API_KEY="+APIKey)
 	}
 
 	env := []string{
@@ -448,6 +454,23 @@ func (h *Host) WaitDelivered() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Usage is the model tokens folder used, over all days.
+func (h *Host) Usage(folder string) domain.Usage {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	require.NoError(h.t, err)
+	defer st.Close()
+	days, err := st.UsageSince(context.Background(), "")
+	require.NoError(h.t, err)
+	total := domain.Usage{Group: folder}
+	for _, u := range days {
+		if u.Group == folder {
+			total.Input, total.Output, total.Requests = total.Input+u.Input, total.Output+u.Output, total.Requests+u.Requests
+		}
+	}
+	return total
 }
 
 // AuditLog is the audit log, one "group operation decision reason" line per entry.
