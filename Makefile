@@ -18,8 +18,9 @@ SANDBOX_USER ?= $(or $(CLAWPEN_SANDBOX_USER),clawpen-sandbox)
 # System packages the host needs: bubblewrap (sandbox), gcc (cgo for SQLite),
 # busybox-static and debootstrap (Docker test and agent images), Compose (the
 # tests bring configs/compose.yaml up), espeak-ng and opus-tools (the tests'
-# real voice notes). Installed only when missing. As root, also the sandbox
-# user when missing.
+# real voice notes), PostgreSQL (the tests start a server of their own from
+# its binaries; pg_dump backs a PostgreSQL database up). Installed only when
+# missing. As root, also the sandbox user when missing.
 deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -29,6 +30,7 @@ deps:
 	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
 	command -v opusenc >/dev/null || missing="$$missing opus-tools"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	{ ls /usr/lib/postgresql/*/bin/initdb || command -v initdb; } >/dev/null 2>&1 && command -v pg_dump >/dev/null || missing="$$missing postgresql"; \
 	if command -v docker >/dev/null; then command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
 	  docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || missing="$$missing docker-compose"; fi; \
 	if [ -n "$$missing" ]; then \
@@ -81,6 +83,9 @@ test: deps build vet
 	  echo "end-to-end tests again on the Docker backend (real agent image)"; \
 	  CLAWPEN_E2E_SANDBOX=docker $(GO) test -p 1 -count=1 -timeout 20m ./test/e2e/ ./test/escape/; \
 	else echo "SKIP Docker end-to-end tests: no Docker engine answers (docker info failed)"; fi
+	@echo "end-to-end tests again with serve on PostgreSQL (a server the tests start)"
+	CLAWPEN_E2E_DATABASE=postgres $(GO) test -p 1 -count=1 -timeout 20m \
+	  -run 'TestOwnerGetsAnswerFromSandbox|TestGroupTriggerContextAndEscaping|TestStrangerIgnoredAndNotStored|TestRestartMidRunLosesAndDuplicatesNothing|TestAdminCommandsNotRunTwiceAfterCrash|TestBackupWhileServing|TestMetricsReadinessAndRedactedJSONLogs' ./test/e2e/
 	$(MAKE) --no-print-directory fuzz
 
 # Every fuzz target for a bounded time (FUZZTIME each).

@@ -43,12 +43,21 @@ const offsetKey = "telegram_offset"
 // DBPath is the database file under the data dir.
 func DBPath(dataDir string) string { return filepath.Join(dataDir, "clawpen.db") }
 
-// OpenStore prepares the data dir and opens the database.
+// OpenStore prepares the data dir and opens the database: PostgreSQL at
+// CLAWPEN_DATABASE_URL when it is set, else SQLite in the data dir.
 func OpenStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, DBPath(cfg.DataDir))
+	var (
+		st  *store.Store
+		err error
+	)
+	if cfg.DatabaseURL != "" {
+		st, err = store.OpenPostgres(ctx, cfg.DatabaseURL)
+	} else {
+		st, err = store.Open(ctx, DBPath(cfg.DataDir))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -326,6 +335,29 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		defer waitDebug()
 		defer stopDebug()
 	}
+	m := newMetrics(cfg)
+	hs := newHealth()
+	if cfg.MetricsAddr != "" {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		waitMetrics, err := startMetrics(mctx, cfg, m, hs, log)
+		if err != nil {
+			stopMetrics()
+			return err
+		}
+		defer waitMetrics()
+		defer stopMetrics()
+	}
+	lead, err := takeLead(ctx, cfg, hs, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while standing by
+		}
+		return err
+	}
+	if lead != nil {
+		defer lead.Release()
+		ctx = lead.Context()
+	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -395,7 +427,6 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		return fmt.Errorf("connect to Telegram: %w", err)
 	}
 	chosen := backend
-	m := newMetrics(cfg)
 	backend = m.Sandbox(backend)
 	if hooks.Sandbox != nil {
 		backend = hooks.Sandbox(backend)
@@ -405,21 +436,50 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		return err
 	}
 	if cfg.MetricsAddr != "" {
-		mctx, stopMetrics := context.WithCancel(ctx)
-		waitMetrics, err := startMetrics(mctx, cfg, m, h, chosen, log)
-		if err != nil {
-			stopMetrics()
-			return err
-		}
-		defer waitMetrics()
-		defer stopMetrics()
+		serving(m, hs, h, chosen)
 	}
 
 	if code := h.Router.PairingCode(); code != "" {
 		fmt.Fprintf(os.Stdout, "No owner yet. Send this to @%s in a private chat to become the owner:\n\n    /pair %s\n\n", tg.Username(), code)
 		log.Info("waiting for pairing", "bot", tg.Username())
 	}
-	return h.Run(ctx)
+	err = h.Run(ctx)
+	if lead != nil && lead.Err() != nil {
+		// Another host may serve now; this one stopped. Exit non-zero, so
+		// that a supervisor starts it again, to stand by.
+		return lead.Err()
+	}
+	return err
+}
+
+// takeLead, with PostgreSQL (CLAWPEN_DATABASE_URL), returns once this host
+// holds its database's serving lock (store.TakeLead), standing by until
+// then; nil with SQLite. It is taken before the host touches anything
+// hosts of one database share (the migrations, the orphans and sockets of
+// a shared data dir), so a standby changes nothing while it waits. The
+// host runs under the lock's context, which ends at once when the hold is
+// lost.
+func takeLead(ctx context.Context, cfg config.Config, hs *health, log *slog.Logger) (*store.Lead, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("clawpen serve on %s, pid %d", host, os.Getpid())
+	lead, err := store.TakeLead(ctx, cfg.DatabaseURL, name, func(holder string, err error) {
+		if err != nil {
+			hs.set("standby: the database does not answer: " + err.Error())
+			log.Warn("standing by: the database does not answer", "err", err)
+			return
+		}
+		hs.set("standby: another host serves this database: " + holder)
+		log.Info("standing by: another host serves this database; waiting for it to stop", "holder", holder)
+	})
+	if err != nil {
+		return nil, err
+	}
+	hs.set("starting")
+	log.Info("serving the database: holding its serving lock", "as", name)
+	return lead, nil
 }
 
 // Parts are what a host is built on: its store, its Telegram client, its

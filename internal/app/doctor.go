@@ -80,7 +80,7 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 	fs = append(fs, telegramFinding(ctx, cfg))
 	fs = append(fs, providerFinding(ctx, cfg, &http.Client{Timeout: providerTimeout}))
 	fs = append(fs, transcriberFinding(ctx, cfg, &http.Client{Timeout: providerTimeout}))
-	fs = append(fs, dataFinding(ctx, cfg))
+	fs = append(fs, dataFindings(ctx, cfg)...)
 
 	uid, gid, userErr := SandboxUser(cfg.SandboxUser)
 	fs = append(fs, sandboxUserFinding(cfg, uid, gid, userErr))
@@ -277,17 +277,46 @@ func modelFinding(f Finding, model, base string, body []byte) Finding {
 	return f
 }
 
-// dataFinding prepares the data dir and opens the database as serve does.
-func dataFinding(ctx context.Context, cfg config.Config) Finding {
+// dataFindings prepares the data dir and opens the database as serve does
+// (migrating it), and says which database it is, its schema version and,
+// for PostgreSQL, which host serves it now (the holder of its serving
+// lock: serve waits while another host holds it).
+func dataFindings(ctx context.Context, cfg config.Config) []Finding {
+	data := Finding{Name: "data", Verdict: OK, Detail: cfg.DataDir + " private to the host (0700)"}
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		data.Verdict, data.Detail = Fail, err.Error()
+		data.Fix = "make " + cfg.DataDir + " writable by the host user, or set CLAWPEN_DATA_DIR to a directory that is"
+		return []Finding{data}
+	}
+	db := Finding{Name: "database", Verdict: Fail}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
-		return Finding{Name: "data", Verdict: Fail, Detail: err.Error(),
-			Fix: "make " + cfg.DataDir + " writable by the host user, or set CLAWPEN_DATA_DIR to a directory that is"}
+		db.Detail = err.Error()
+		db.Fix = "make " + cfg.DataDir + " writable by the host user, or set CLAWPEN_DATA_DIR to a directory that is"
+		if cfg.DatabaseURL != "" {
+			db.Fix = "check CLAWPEN_DATABASE_URL: the server answers from here, the database exists, and its user may create tables in it"
+		}
+		return []Finding{data, db}
 	}
-	if err := st.Close(); err != nil {
-		return Finding{Name: "data", Verdict: Fail, Detail: "close the database: " + err.Error()}
+	defer st.Close()
+	v, err := st.SchemaVersion(ctx)
+	if err != nil {
+		db.Detail = st.Where() + ": " + err.Error()
+		return []Finding{data, db}
 	}
-	return Finding{Name: "data", Verdict: OK, Detail: cfg.DataDir + " private to the host (0700); database opens"}
+	db.Verdict, db.Detail = OK, fmt.Sprintf("%s opens; schema version %d", st.Where(), v)
+	if cfg.DatabaseURL != "" {
+		holder, err := st.LeadHolder(ctx)
+		switch {
+		case err != nil:
+			db.Verdict, db.Detail = Warn, db.Detail+"; who serves it is unknown: "+err.Error()
+		case holder == "":
+			db.Detail += "; no host serves it now"
+		default:
+			db.Detail += "; served now by " + holder + " (a serve started here stands by until it stops)"
+		}
+	}
+	return []Finding{data, db}
 }
 
 // socketFinding makes a host socket where runs make theirs, owned by the

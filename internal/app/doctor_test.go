@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/internal/store/pgtest"
 )
 
 // doctor says the sandboxes' seccomp filter is in force (it runs a trial
@@ -99,6 +102,43 @@ func TestProviderFinding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// doctor opens the database as serve does and says which it is, its
+// schema version and, for PostgreSQL, which host serves it.
+func TestDatabaseFinding(t *testing.T) {
+	find := func(cfg config.Config) Finding {
+		for _, f := range dataFindings(t.Context(), cfg) {
+			if f.Name == "database" {
+				return f
+			}
+		}
+		t.Fatal("no database finding")
+		return Finding{}
+	}
+	dir := t.TempDir()
+	f := find(config.Config{DataDir: filepath.Join(dir, "data")})
+	assert.Equal(t, OK, f.Verdict, "%+v", f)
+	assert.Regexp(t, `^SQLite .*/data/clawpen.db opens; schema version [1-9]`, f.Detail)
+
+	url := pgtest.NewDatabase(t)
+	cfg := config.Config{DataDir: filepath.Join(dir, "data"), DatabaseURL: url}
+	f = find(cfg)
+	assert.Equal(t, OK, f.Verdict, "%+v", f)
+	assert.Regexp(t, `^PostgreSQL postgres@.*/clawpen_\d+ opens; schema version [1-9]\d*; no host serves it now$`, f.Detail)
+
+	lead, err := store.TakeLead(t.Context(), url, "clawpen serve on node-1, pid 7", func(string, error) {})
+	require.NoError(t, err)
+	defer lead.Release()
+	f = find(cfg)
+	assert.Equal(t, OK, f.Verdict, "%+v", f)
+	assert.Contains(t, f.Detail, "served now by clawpen serve on node-1, pid 7 (server pid")
+
+	cfg.DatabaseURL = strings.Replace(url, "/clawpen_", "/missing_", 1)
+	f = find(cfg)
+	assert.Equal(t, Fail, f.Verdict)
+	assert.Contains(t, f.Detail, "missing_")
+	assert.Contains(t, f.Fix, "CLAWPEN_DATABASE_URL")
 }
 
 // Where bridge tools are defined, doctor says whether a call can be

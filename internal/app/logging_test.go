@@ -20,7 +20,9 @@ func TestLoggerNeverWritesSecrets(t *testing.T) {
 	const token = "123456:AAHsecretsecretsecret"
 	const anthropic = "sk-ant-api03-verysecret"
 	const openai = "sk-openai-alsosecret"
-	cfg := config.Config{TelegramToken: token, AnthropicKey: anthropic, OpenAIKey: openai}
+	const dbPassword = "db-password-secret"
+	const dbURL = "postgres://clawpen:" + dbPassword + "@db:5432/clawpen"
+	cfg := config.Config{TelegramToken: token, AnthropicKey: anthropic, OpenAIKey: openai, DatabaseURL: dbURL}
 	for _, format := range []string{"text", "json"} {
 		for _, tc := range []struct {
 			name string
@@ -37,6 +39,8 @@ func TestLoggerNeverWritesSecrets(t *testing.T) {
 			{"slice", func(l *slog.Logger) { l.Info("x", "args", []string{"--key", anthropic}) }},
 			{"token's secret part alone", func(l *slog.Logger) { l.Info("x", "s", "AAHsecretsecretsecret") }},
 			{"debug level", func(l *slog.Logger) { l.Debug("x", "token", token) }},
+			{"database URL", func(l *slog.Logger) { l.Error("x", "err", errors.New("connect "+dbURL+": refused")) }},
+			{"database password alone", func(l *slog.Logger) { l.Info("x", "pw", dbPassword) }},
 		} {
 			t.Run(format+"/"+tc.name, func(t *testing.T) {
 				var buf bytes.Buffer
@@ -44,7 +48,7 @@ func TestLoggerNeverWritesSecrets(t *testing.T) {
 				tc.log(NewLogger(&buf, cfg, slog.LevelDebug))
 				out := buf.String()
 				require.NotEmpty(t, out)
-				for _, s := range []string{token, "AAHsecretsecretsecret", anthropic, openai} {
+				for _, s := range []string{token, "AAHsecretsecretsecret", anthropic, openai, dbPassword} {
 					assert.NotContains(t, out, s)
 				}
 				assert.Contains(t, out, Redacted)

@@ -24,18 +24,66 @@ type readyCheck struct {
 // the orchestrator's probe.
 const checkTimeout = 5 * time.Second
 
+// health is what /healthz and /readyz answer from: the host's state until
+// it serves (starting, or standing by while another host serves its
+// database), then the checks of the serving host.
+type health struct {
+	mu     sync.Mutex
+	state  string       // "" once the host serves; guarded by mu
+	checks []readyCheck // set when it serves; guarded by mu
+}
+
+// newHealth is the health of a host that is starting.
+func newHealth(checks ...readyCheck) *health {
+	if len(checks) > 0 {
+		return &health{checks: checks}
+	}
+	return &health{state: "starting"}
+}
+
+// set records the host's state: "starting", "standby: <why>".
+func (h *health) set(state string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.state = state
+}
+
+// serving: from now on /readyz runs checks.
+func (h *health) serving(checks []readyCheck) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.state, h.checks = "", checks
+}
+
+func (h *health) now() (string, []readyCheck) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state, h.checks
+}
+
 // metricsHandler serves /metrics (m's registry; nil m: none), /healthz (the
-// process answers) and /readyz (every check passes: 200, else 503 naming
-// the failed ones).
-func metricsHandler(m *hostMetrics, checks []readyCheck) http.Handler {
+// process answers: "ok", or "standby: …" while another host serves the
+// database) and /readyz (the host serves and every check passes: 200, else
+// 503 naming the failed ones, or what the host is doing instead).
+func metricsHandler(m *hostMetrics, hs *health) http.Handler {
 	mux := http.NewServeMux()
 	if m != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if state, _ := hs.now(); strings.HasPrefix(state, "standby") {
+			fmt.Fprintln(w, state)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		state, checks := hs.now()
+		if state != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready\n"+state)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 		defer cancel()
 		var failed []string

@@ -97,15 +97,15 @@ func gatherValue(t *testing.T, m *hostMetrics, name string) float64 {
 
 func TestReadyzNamesWhatFails(t *testing.T) {
 	broken := true
-	h := metricsHandler(newTest(), []readyCheck{
-		{Name: "store", Run: func(context.Context) error { return nil }},
-		{Name: "telegram", Run: func(context.Context) error {
+	h := metricsHandler(newTest(), newHealth(
+		readyCheck{Name: "store", Run: func(context.Context) error { return nil }},
+		readyCheck{Name: "telegram", Run: func(context.Context) error {
 			if broken {
 				return errors.New("getUpdates last answered 40s ago")
 			}
 			return nil
 		}},
-	})
+	))
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -160,4 +160,37 @@ func TestDecisionsAndTokensMapOntoBoundedLabels(t *testing.T) {
 		require.NotContains(t, key, "made-up")
 		require.NotContains(t, key, "anything-an-agent-names")
 	}
+}
+
+// A host starting or standing by is alive but not ready, and /healthz says
+// which host it waits for; once it serves, its checks decide.
+func TestHealthWhileStandingBy(t *testing.T) {
+	hs := newHealth()
+	h := metricsHandler(nil, hs)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		body, _ := io.ReadAll(rec.Result().Body)
+		return rec.Code, string(body)
+	}
+	code, body := get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "starting")
+	code, body = get("/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+
+	hs.set("standby: another host serves this database: clawpen serve on node-1")
+	code, body = get("/healthz")
+	assert.Equal(t, http.StatusOK, code, "a standby is alive")
+	assert.Contains(t, body, "standby: another host serves this database: clawpen serve on node-1")
+	code, body = get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "standby")
+
+	hs.serving([]readyCheck{{Name: "store", Run: func(context.Context) error { return nil }}})
+	code, body = get("/readyz")
+	assert.Equal(t, http.StatusOK, code, body)
+	_, body = get("/healthz")
+	assert.Equal(t, "ok\n", body)
 }

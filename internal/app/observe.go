@@ -29,10 +29,17 @@ func newMetrics(cfg config.Config) *hostMetrics {
 }
 
 // startMetrics serves /metrics, /healthz and /readyz on CLAWPEN_METRICS_ADDR
-// until ctx is done. Ready means: the database takes a write, getUpdates
-// answered within the last poll window (so messages arrive), and a sandbox
-// backend was found (agents can run).
-func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, h *Host, backend runner.Sandbox, log *slog.Logger) (wait func(), err error) {
+// until ctx is done, from the start of serve: hs says what the host does
+// until it serves (see serving).
+func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, hs *health, log *slog.Logger) (wait func(), err error) {
+	return serveMetrics(ctx, cfg.MetricsAddr, metricsHandler(m, hs), log)
+}
+
+// serving makes the metrics watch host h and its readiness hs. Ready means:
+// the database takes a write, getUpdates answered within the last poll
+// window (so messages arrive), and a sandbox backend was found (agents can
+// run).
+func serving(m *hostMetrics, hs *health, h *Host, backend runner.Sandbox) {
 	m.Watch(metricSources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats, Unrecorded: h.Router.Unrecorded})
 	_, noSandbox := backend.(unavailable)
 	checks := []readyCheck{
@@ -50,7 +57,7 @@ func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, h *Hos
 			return nil
 		}},
 	}
-	return serveMetrics(ctx, cfg.MetricsAddr, metricsHandler(m, checks), log)
+	hs.serving(checks)
 }
 
 // countedAudit writes e to the audit log through audit and counts the

@@ -32,7 +32,7 @@ func inboundThroughput(ctx context.Context, o Options) Section {
 		stored, n = 10_000, 1_000
 	}
 	o.progress("bench: inbound: router with %s groups and %s stored messages", count(groups), count(stored))
-	rb, err := newRouterBench(ctx, groups, stored)
+	rb, err := newRouterBench(ctx, groups, stored, nil)
 	if err != nil {
 		return failed(sec, err)
 	}
@@ -110,6 +110,7 @@ func inboundThroughput(ctx context.Context, o Options) Section {
 // group's turn, and no agent runs.
 type routerBench struct {
 	dir    string
+	open   func(ctx context.Context) (*store.Store, error) // nil: SQLite in dir
 	st     *store.Store
 	rt     *router.Router
 	groups int
@@ -120,14 +121,16 @@ type routerBench struct {
 	setup  time.Duration
 }
 
-func newRouterBench(ctx context.Context, groups, stored int) (*routerBench, error) {
+// newRouterBench makes the router bench on the store open opens (nil:
+// SQLite in a temp dir).
+func newRouterBench(ctx context.Context, groups, stored int, open func(ctx context.Context) (*store.Store, error)) (*routerBench, error) {
 	dir, err := os.MkdirTemp("", "clawpen-bench-router-")
 	if err != nil {
 		return nil, fmt.Errorf("router bench: %w", err)
 	}
-	b := &routerBench{dir: dir, groups: groups, nextID: make([]int64, groups), rng: rand.New(rand.NewPCG(1, 2))}
+	b := &routerBench{dir: dir, open: open, groups: groups, nextID: make([]int64, groups), rng: rand.New(rand.NewPCG(1, 2))}
 	begin := time.Now()
-	if err := b.open(ctx, stored); err != nil {
+	if err := b.openStore(ctx, stored); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -141,8 +144,14 @@ func newRouterBench(ctx context.Context, groups, stored int) (*routerBench, erro
 	return b, nil
 }
 
-func (b *routerBench) open(ctx context.Context, stored int) error {
-	st, err := store.Open(ctx, filepath.Join(b.dir, "clawpen.db"))
+func (b *routerBench) openStore(ctx context.Context, stored int) error {
+	open := b.open
+	if open == nil {
+		open = func(ctx context.Context) (*store.Store, error) {
+			return store.Open(ctx, filepath.Join(b.dir, "clawpen.db"))
+		}
+	}
+	st, err := open(ctx)
 	if err != nil {
 		return fmt.Errorf("router bench: %w", err)
 	}

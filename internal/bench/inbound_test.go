@@ -10,7 +10,7 @@ import (
 // size; the serve paths are exercised by `clawpen-bench --quick` (test/bench).
 func TestRouterBench(t *testing.T) {
 	ctx := context.Background()
-	rb, err := newRouterBench(ctx, 5, 50)
+	rb, err := newRouterBench(ctx, 5, 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

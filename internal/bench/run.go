@@ -71,6 +71,7 @@ func sections() []section {
 		{"sandbox", sandboxStart},
 		{"overhead", hostOverhead},
 		{"inbound", inboundThroughput},
+		{"store", storeCompare},
 		{"footprint", footprint},
 		{"scaling", scaling},
 		{"egress", egressProxy},

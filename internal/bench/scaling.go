@@ -25,7 +25,7 @@ func scaling(ctx context.Context, o Options) Section {
 	var grown *routerBench
 	for _, g := range scalingGroups {
 		o.progress("bench: scaling: router with %s groups", count(g))
-		rb, err := newRouterBench(ctx, g, stored)
+		rb, err := newRouterBench(ctx, g, stored, nil)
 		if err != nil {
 			return failed(sec, err)
 		}

@@ -25,7 +25,9 @@ func backupCommand() *command {
 		summary: "copy the database, consistently, also while serve runs",
 		detail: "Writes a copy of data/clawpen.db to file (a new file: an existing one is never overwritten)\n" +
 			"through SQLite's online backup API, checks it with PRAGMA integrity_check, and prints how to\n" +
-			"restore it. The copy holds chats and the audit log: keep it private (it is written 0600).",
+			"restore it. With CLAWPEN_DATABASE_URL, pg_dump writes the PostgreSQL database to file (its\n" +
+			"custom format, one snapshot), checked with pg_restore --list; without pg_dump installed it is\n" +
+			"refused. The copy holds chats and the audit log: keep it private (it is written 0600).",
 		flags: noFlags(backupCmd)}
 }
 
@@ -36,6 +38,13 @@ func backupCmd(ctx context.Context, s *session, args []string) error {
 	}
 	if err := st.Backup(ctx, args[0]); err != nil {
 		return err
+	}
+	if s.cfg.DatabaseURL != "" {
+		fmt.Fprintf(s.stdout, "Backup of %s written to %s (pg_restore --list reads it).\n\n"+
+			"To restore it: stop clawpen serve on every host, then into an empty database\n"+
+			"    pg_restore --no-owner --exit-on-error --dbname=<CLAWPEN_DATABASE_URL> %s\n"+
+			"and start serve again.\n", st.Where(), args[0], args[0])
+		return nil
 	}
 	db := app.DBPath(s.cfg.DataDir)
 	fmt.Fprintf(s.stdout, "Backup written to %s (integrity check: ok).\n\n"+

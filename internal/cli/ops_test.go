@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/internal/store/pgtest"
 )
 
 func TestParseSince(t *testing.T) {
@@ -86,6 +88,32 @@ func TestBackupCommand(t *testing.T) {
 	assert.Contains(t, out, "To restore it: stop clawpen serve")
 	assert.Contains(t, out, filepath.Join(h.dir, "data", "clawpen.db"))
 	b, err := store.Open(context.Background(), dst)
+	require.NoError(t, err)
+	defer b.Close()
+	_, ok, err := b.GroupByFolder(context.Background(), "family")
+	require.NoError(t, err)
+	assert.True(t, ok, "the copy holds the group")
+
+	code, _, errs := h.run("backup", dst)
+	assert.Equal(t, 1, code, "an existing file is not overwritten")
+	assert.Contains(t, errs, "exists")
+}
+
+// With CLAWPEN_DATABASE_URL the backup is pg_dump's, and the restore the
+// command prints brings the group back into an empty database.
+func TestBackupCommandPostgres(t *testing.T) {
+	h := newHost(t)
+	h.env["CLAWPEN_DATABASE_URL"] = pgtest.NewDatabase(t)
+	h.ok("groups", "add", "-100", "family")
+	dst := filepath.Join(h.dir, "backup.dump")
+	out := h.ok("backup", dst)
+	assert.Contains(t, out, "Backup of PostgreSQL postgres@")
+	assert.Contains(t, out, "pg_restore --no-owner --exit-on-error --dbname=<CLAWPEN_DATABASE_URL> "+dst)
+
+	restored := pgtest.NewDatabase(t)
+	res, err := exec.Command("pg_restore", "--no-owner", "--exit-on-error", "--dbname="+restored, dst).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	b, err := store.OpenPostgres(context.Background(), restored)
 	require.NoError(t, err)
 	defer b.Close()
 	_, ok, err := b.GroupByFolder(context.Background(), "family")

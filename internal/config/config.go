@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,7 @@ import (
 )
 
 // Config is the host's configuration. Secrets (TelegramToken, AnthropicKey,
-// OpenAIKey) never leave the host process.
+// OpenAIKey, DatabaseURL) never leave the host process.
 type Config struct {
 	TelegramToken  string
 	TelegramAPIURL string
@@ -31,6 +32,10 @@ type Config struct {
 
 	DataDir   string
 	GroupsDir string
+	// DatabaseURL (CLAWPEN_DATABASE_URL) is a postgres:// URL: the state
+	// lives in that PostgreSQL database, and one host serves it at a time.
+	// "" (the default) is SQLite in the data dir.
+	DatabaseURL string
 	// HostRoot (CLAWPEN_HOST_ROOT) is set when the host itself runs in a
 	// container: it is where Root (CLAWPEN_ROOT, the image's /app) lies on
 	// the Docker host, whose engine binds every sandbox's sources. Only paths
@@ -147,7 +152,7 @@ func (c Config) UsageNow() time.Time { return time.Now().Add(c.ClockOffset) }
 
 // secretish matches variable names that look like credentials; such a name
 // never enters a sandbox, even when listed in CLAWPEN_SANDBOX_ENV.
-var secretish = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|(^|_)AUTH($|_))`)
+var secretish = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|(^|_)AUTH($|_)|DATABASE_URL)`)
 
 // LooksSecret reports whether a variable name looks like it holds a secret.
 func LooksSecret(name string) bool { return secretish.MatchString(name) }
@@ -217,6 +222,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AssistantName:    get("CLAWPEN_ASSISTANT_NAME", DefaultAssistantName),
 		DataDir:          get("CLAWPEN_DATA_DIR", "./data"),
 		GroupsDir:        get("CLAWPEN_GROUPS_DIR", "./groups"),
+		DatabaseURL:      get("CLAWPEN_DATABASE_URL", ""),
 		Sandbox:          get("CLAWPEN_SANDBOX", "auto"),
 		SandboxUser:      get("CLAWPEN_SANDBOX_USER", DefaultSandboxUser),
 		AgentImage:       get("CLAWPEN_AGENT_IMAGE", DefaultAgentImage),
@@ -382,6 +388,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Retention = d
 	}
+	if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
+			// Not the value: it may hold a password.
+			errs = append(errs, errors.New("CLAWPEN_DATABASE_URL: want a URL postgres://user:password@host:port/database (its value is not shown: it may hold a password)"))
+		}
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("CLAWPEN_LOG_FORMAT=%q: want text or json", c.LogFormat))
 	}
@@ -448,6 +460,19 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ToolsDir = ExpandHome(c.ToolsDir)
 	errs = append(errs, c.hostRoot(get("CLAWPEN_ROOT", ""), get("CLAWPEN_HOST_ROOT", ""))...)
 	return c, errors.Join(errs...)
+}
+
+// DatabasePassword is the password CLAWPEN_DATABASE_URL carries ("" for
+// none), in its user part or as a password= parameter: logs redact it.
+func (c Config) DatabasePassword() string {
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil || c.DatabaseURL == "" {
+		return ""
+	}
+	if p, ok := u.User.Password(); ok {
+		return p
+	}
+	return u.Query().Get("password")
 }
 
 // transcriber checks the CLAWPEN_TRANSCRIBE variables. The key is

@@ -166,6 +166,31 @@ func TestSandboxEnvHoldsNoSecret(t *testing.T) {
 	assert.Equal(t, "Europe/Berlin", se["TZ"])
 }
 
+// CLAWPEN_DATABASE_URL is a postgres:// URL; a malformed one is refused
+// without its value, which may carry a password; it is a secret a sandbox
+// never gets, even when listed in CLAWPEN_SANDBOX_ENV.
+func TestDatabaseURL(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Empty(t, c.DatabaseURL, "SQLite by default")
+
+	const u = "postgres://clawpen:hunter2hunter2@db:5432/clawpen?password=ignored"
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_DATABASE_URL": u, "CLAWPEN_SANDBOX_ENV": "CLAWPEN_DATABASE_URL"}))
+	require.NoError(t, err)
+	assert.Equal(t, u, c.DatabaseURL)
+	assert.Equal(t, "hunter2hunter2", c.DatabasePassword())
+	assert.NotContains(t, c.SandboxEnv(), "CLAWPEN_DATABASE_URL")
+	c, err = FromEnv(env(map[string]string{"CLAWPEN_DATABASE_URL": "postgresql://db/clawpen?password=s3cret-in-query"}))
+	require.NoError(t, err)
+	assert.Equal(t, "s3cret-in-query", c.DatabasePassword())
+
+	for _, bad := range []string{"mysql://u:pw-secret@db/x", "db.example:5432", "host=db password=pw-secret", "postgres:pw-secret"} {
+		_, err := FromEnv(env(map[string]string{"CLAWPEN_DATABASE_URL": bad}))
+		require.ErrorContains(t, err, "CLAWPEN_DATABASE_URL", bad)
+		assert.NotContains(t, err.Error(), "pw-secret")
+	}
+}
+
 func TestDotEnvDoesNotOverrideEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, ".env")

@@ -17,7 +17,7 @@ func (s *Store) Audit(ctx context.Context, e domain.AuditEntry) error {
 		return fmt.Errorf("audit: operation and decision are required (got %q, %q)", e.Operation, e.Decision)
 	}
 	if _, err := s.w.ExecContext(ctx, `
-		INSERT INTO audit_log (time, group_folder, operation, target, decision, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+		INSERT INTO audit_log (time, group_folder, operation, target, decision, reason) VALUES ($1, $2, $3, $4, $5, $6)`,
 		millis(e.Time), e.Group, e.Operation, e.Target, e.Decision, e.Reason); err != nil {
 		return fmt.Errorf("audit %s %s: %w", e.Operation, e.Decision, err)
 	}

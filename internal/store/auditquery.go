@@ -22,8 +22,8 @@ func (s *Store) AuditQuery(ctx context.Context, f AuditFilter) ([]domain.AuditEn
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, time, group_folder, operation, target, decision, reason
 		FROM audit_log
-		WHERE (?1 = '' OR group_folder = ?1) AND time >= ?2
-		ORDER BY id DESC LIMIT ?3`, f.Group, millis(f.Since), limitArg(f.Limit))
+		WHERE ($1 = '' OR group_folder = $1) AND time >= $2
+		ORDER BY id DESC LIMIT $3`, f.Group, millis(f.Since), limitArg(f.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}

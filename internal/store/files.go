@@ -32,7 +32,7 @@ func (s *Store) EnqueueFile(ctx context.Context, o domain.Outgoing, data []byte)
 		if data == nil {
 			data = []byte{} // NOT NULL: an empty file is still a file
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox_files (outbox_id, data) VALUES (?, ?)`, queued[0].ID, data); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox_files (outbox_id, data) VALUES ($1, $2)`, queued[0].ID, data); err != nil {
 			return fmt.Errorf("outbox file: %w", err)
 		}
 		return nil
@@ -47,7 +47,7 @@ func (s *Store) EnqueueFile(ctx context.Context, o domain.Outgoing, data []byte)
 // OutboxFile is the bytes of the file of outbox row id.
 func (s *Store) OutboxFile(ctx context.Context, id int64) ([]byte, error) {
 	var data []byte
-	err := s.r.QueryRowContext(ctx, `SELECT data FROM outbox_files WHERE outbox_id = ?`, id).Scan(&data)
+	err := s.r.QueryRowContext(ctx, `SELECT data FROM outbox_files WHERE outbox_id = $1`, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("outbox %d has no file", id)
 	}

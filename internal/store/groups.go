@@ -45,7 +45,7 @@ func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
 	return withTx(ctx, s.w, func(tx *sql.Tx) error {
 		var other string
 		err := tx.QueryRowContext(ctx,
-			`SELECT folder FROM "groups" WHERE chat_id = ? AND folder <> ?`, g.ChatID, g.Folder).Scan(&other)
+			`SELECT folder FROM "groups" WHERE chat_id = $1 AND folder <> $2`, g.ChatID, g.Folder).Scan(&other)
 		switch {
 		case err == nil:
 			return fmt.Errorf("put group %q: %w: chat %d is registered as group %q", g.Folder, ErrChatTaken, g.ChatID, other)
@@ -54,7 +54,7 @@ func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
 		}
 		_, err = tx.ExecContext(ctx, `
 			INSERT INTO "groups" (folder, chat_id, name, trigger_word, profile, mounts, policy, added)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (folder) DO UPDATE SET
 				chat_id = excluded.chat_id,
 				name = excluded.name,
@@ -62,7 +62,7 @@ func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
 				profile = excluded.profile,
 				mounts = excluded.mounts,
 				policy = excluded.policy,
-				added = CASE WHEN ? THEN excluded.added ELSE "groups".added END`,
+				added = CASE WHEN $9 THEN excluded.added ELSE "groups".added END`,
 			g.Folder, g.ChatID, g.Name, g.Trigger, g.Profile, string(mounts), policy, millis(added),
 			!g.Added.IsZero())
 		if err != nil {
@@ -75,7 +75,7 @@ func (s *Store) PutGroup(ctx context.Context, g domain.Group) error {
 // SetGroupProfile sets the sandbox profile of the group registered under
 // folder ("" for the built-in default); ErrNotFound when there is none.
 func (s *Store) SetGroupProfile(ctx context.Context, folder, profile string) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE "groups" SET profile = ? WHERE folder = ?`, profile, folder)
+	res, err := s.w.ExecContext(ctx, `UPDATE "groups" SET profile = $1 WHERE folder = $2`, profile, folder)
 	if err != nil {
 		return fmt.Errorf("set profile of group %q: %w", folder, err)
 	}
@@ -92,7 +92,7 @@ func (s *Store) SetGroupProfile(ctx context.Context, folder, profile string) err
 // DeleteGroup removes the group registered under folder and reports whether
 // there was one. Its messages, cursor, session and tasks are left alone.
 func (s *Store) DeleteGroup(ctx context.Context, folder string) (bool, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM "groups" WHERE folder = ?`, folder)
+	res, err := s.w.ExecContext(ctx, `DELETE FROM "groups" WHERE folder = $1`, folder)
 	if err != nil {
 		return false, fmt.Errorf("delete group %q: %w", folder, err)
 	}
@@ -107,7 +107,7 @@ const groupColumns = `folder, chat_id, name, trigger_word, profile, mounts, poli
 
 // GroupByChat returns the group registered for chatID.
 func (s *Store) GroupByChat(ctx context.Context, chatID int64) (domain.Group, bool, error) {
-	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE chat_id = ?`, chatID)
+	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE chat_id = $1`, chatID)
 	if err != nil {
 		return domain.Group{}, false, fmt.Errorf("group of chat %d: %w", chatID, err)
 	}
@@ -116,7 +116,7 @@ func (s *Store) GroupByChat(ctx context.Context, chatID int64) (domain.Group, bo
 
 // GroupByFolder returns the group registered under folder.
 func (s *Store) GroupByFolder(ctx context.Context, folder string) (domain.Group, bool, error) {
-	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE folder = ?`, folder)
+	g, ok, err := s.oneGroup(ctx, `SELECT `+groupColumns+` FROM "groups" WHERE folder = $1`, folder)
 	if err != nil {
 		return domain.Group{}, false, fmt.Errorf("group %q: %w", folder, err)
 	}
@@ -191,7 +191,7 @@ func (s *Store) RekeyChat(ctx context.Context, oldID, newID int64) error {
 	}
 	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
 		var folder string
-		err := tx.QueryRowContext(ctx, `SELECT folder FROM "groups" WHERE chat_id = ?`, newID).Scan(&folder)
+		err := tx.QueryRowContext(ctx, `SELECT folder FROM "groups" WHERE chat_id = $1`, newID).Scan(&folder)
 		switch {
 		case err == nil:
 			return fmt.Errorf("%w: chat %d is registered as group %q", ErrChatTaken, newID, folder)
@@ -200,27 +200,36 @@ func (s *Store) RekeyChat(ctx context.Context, oldID, newID int64) error {
 		}
 		// The new chat may already have a row (the bot saw it before the
 		// migration notice); keep the newer metadata and drop the old row.
-		stmts := []string{
-			`UPDATE "groups" SET chat_id = ?2 WHERE chat_id = ?1`,
-			`INSERT INTO chats (id, title, type, last_seen)
-				SELECT ?2, title, type, last_seen FROM chats WHERE id = ?1
+		stmts := []struct {
+			q    string
+			args []any
+		}{
+			{`UPDATE "groups" SET chat_id = $1 WHERE chat_id = $2`, []any{newID, oldID}},
+			{`INSERT INTO chats (id, title, type, last_seen)
+				SELECT $1, title, type, last_seen FROM chats WHERE id = $2
 				ON CONFLICT (id) DO UPDATE SET
 					title = CASE WHEN chats.title <> '' THEN chats.title ELSE excluded.title END,
-					last_seen = max(chats.last_seen, excluded.last_seen)`,
-			`DELETE FROM chats WHERE id = ?1`,
+					last_seen = CASE WHEN excluded.last_seen > chats.last_seen THEN excluded.last_seen ELSE chats.last_seen END`,
+				[]any{newID, oldID}},
+			{`DELETE FROM chats WHERE id = $1`, []any{oldID}},
 			// The supergroup numbers its messages anew, so the history's ids
 			// are negated (Telegram's are positive) to keep (chat_id,
-			// message_id) free for the new ones. OR IGNORE: an id already
-			// taken stays under the old chat rather than aborting the
-			// migration or being lost.
-			`UPDATE OR IGNORE messages SET chat_id = ?2,
+			// message_id) free for the new ones. An id already taken (by
+			// the new chat, or by the old chat's own negative id) stays
+			// under the old chat rather than aborting the migration or
+			// being lost.
+			{`UPDATE messages SET chat_id = $1,
 				message_id = CASE WHEN message_id > 0 THEN -message_id ELSE message_id END
-				WHERE chat_id = ?1`,
-			`UPDATE outbox SET chat_id = ?2 WHERE chat_id = ?1`,
-			`UPDATE tasks SET chat_id = ?2 WHERE chat_id = ?1`,
+				WHERE chat_id = $2
+				  AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = $1
+					AND x.message_id = CASE WHEN messages.message_id > 0 THEN -messages.message_id ELSE messages.message_id END)
+				  AND NOT (message_id > 0 AND EXISTS (SELECT 1 FROM messages y WHERE y.chat_id = $2 AND y.message_id = -messages.message_id))`,
+				[]any{newID, oldID}},
+			{`UPDATE outbox SET chat_id = $1 WHERE chat_id = $2`, []any{newID, oldID}},
+			{`UPDATE tasks SET chat_id = $1 WHERE chat_id = $2`, []any{newID, oldID}},
 		}
-		for _, q := range stmts {
-			if _, err := tx.ExecContext(ctx, q, oldID, newID); err != nil {
+		for _, st := range stmts {
+			if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
 				return err
 			}
 		}

@@ -22,7 +22,7 @@ func (s *Store) UpsertChat(ctx context.Context, c domain.Chat) error {
 		seen = time.Now()
 	}
 	_, err := s.w.ExecContext(ctx, `
-		INSERT INTO chats (id, title, type, last_seen) VALUES (?, ?, ?, ?)
+		INSERT INTO chats (id, title, type, last_seen) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET
 			title = CASE WHEN excluded.title <> '' THEN excluded.title ELSE chats.title END,
 			type = CASE WHEN excluded.type <> '' THEN excluded.type ELSE chats.type END,
@@ -63,28 +63,20 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 	if m.ChatID == 0 {
 		return 0, false, errors.New("add message: zero chat id")
 	}
-	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, fetch)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (chat_id, message_id) DO NOTHING`,
-		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.Triggered), attachmentCol{&m.Attachment}, m.FileToFetch)
-	if err != nil {
-		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
-	}
-	if n == 1 {
-		seq, err := res.LastInsertId()
-		if err != nil {
-			return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
-		}
+	err = s.w.QueryRowContext(ctx, `
+		INSERT INTO messages (chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, "fetch")
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (chat_id, message_id) DO NOTHING RETURNING seq`,
+		m.ChatID, m.MessageID, m.ThreadID, m.SenderID, m.SenderName, m.Text, millis(m.Time), boolInt(m.Triggered), attachmentCol{&m.Attachment}, m.FileToFetch).Scan(&seq)
+	if err == nil {
 		return seq, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) { // no row: the message was there
+		return 0, false, fmt.Errorf("add message %d/%d: %w", m.ChatID, m.MessageID, err)
 	}
 	// Messages are never deleted, so the row that won the conflict is still there.
 	err = s.w.QueryRowContext(ctx,
-		`SELECT seq FROM messages WHERE chat_id = ? AND message_id = ?`, m.ChatID, m.MessageID).Scan(&seq)
+		`SELECT seq FROM messages WHERE chat_id = $1 AND message_id = $2`, m.ChatID, m.MessageID).Scan(&seq)
 	if err != nil {
 		return 0, false, fmt.Errorf("add message %d/%d: existing seq: %w", m.ChatID, m.MessageID, err)
 	}
@@ -95,7 +87,7 @@ func (s *Store) AddMessage(ctx context.Context, m domain.Message) (seq int64, in
 // ascending by seq. limit <= 0 means no limit.
 func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64, limit int) ([]domain.Message, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT `+messageColumns+` FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		SELECT `+messageColumns+` FROM messages WHERE chat_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 		chatID, afterSeq, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("messages of chat %d after %d: %w", chatID, afterSeq, err)
@@ -107,7 +99,7 @@ func (s *Store) MessagesAfter(ctx context.Context, chatID int64, afterSeq int64,
 	return out, nil
 }
 
-const messageColumns = `seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, fetch`
+const messageColumns = `seq, chat_id, message_id, thread_id, sender_id, sender_name, text, time, triggered, attachment, "fetch"`
 
 // scanMessages reads rows of messageColumns and closes them.
 func scanMessages(rows *sql.Rows) ([]domain.Message, error) {
@@ -127,7 +119,7 @@ func scanMessages(rows *sql.Rows) ([]domain.Message, error) {
 // MessagesToFetch returns every message whose file is still to be fetched,
 // ascending by seq: what a restart must fetch.
 func (s *Store) MessagesToFetch(ctx context.Context) ([]domain.Message, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE fetch != '' ORDER BY seq`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE "fetch" != '' ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("messages with a file to fetch: %w", err)
 	}
@@ -141,7 +133,7 @@ func (s *Store) MessagesToFetch(ctx context.Context) ([]domain.Message, error) {
 // SetFetched records what became of the file of message seq (fetched, or
 // a note why not): it is no longer to be fetched.
 func (s *Store) SetFetched(ctx context.Context, seq int64, a *domain.Attachment) error {
-	if _, err := s.w.ExecContext(ctx, `UPDATE messages SET attachment = ?, fetch = '' WHERE seq = ?`, attachmentCol{&a}, seq); err != nil {
+	if _, err := s.w.ExecContext(ctx, `UPDATE messages SET attachment = $1, "fetch" = '' WHERE seq = $2`, attachmentCol{&a}, seq); err != nil {
 		return fmt.Errorf("record the file of message %d: %w", seq, err)
 	}
 	return nil
@@ -151,7 +143,7 @@ func (s *Store) SetFetched(ctx context.Context, seq int64, a *domain.Attachment)
 func (s *Store) CountMessages(ctx context.Context, chatID int64) (int, error) {
 	var n int
 	if err := s.r.QueryRowContext(ctx,
-		`SELECT COUNT(*) FROM messages WHERE chat_id = ?`, chatID).Scan(&n); err != nil {
+		`SELECT COUNT(*) FROM messages WHERE chat_id = $1`, chatID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count messages of chat %d: %w", chatID, err)
 	}
 	return n, nil
@@ -164,7 +156,7 @@ func (s *Store) CountMessages(ctx context.Context, chatID int64) (int, error) {
 // running /schedule or /register twice.
 func (s *Store) ClaimCommand(ctx context.Context, chatID, messageID int64) (first bool, err error) {
 	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO handled_commands (chat_id, message_id, handled_at) VALUES (?, ?, ?)
+		INSERT INTO handled_commands (chat_id, message_id, handled_at) VALUES ($1, $2, $3)
 		ON CONFLICT (chat_id, message_id) DO NOTHING`, chatID, messageID, millis(time.Now()))
 	if err != nil {
 		return false, fmt.Errorf("claim command %d/%d: %w", chatID, messageID, err)

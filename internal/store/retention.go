@@ -29,14 +29,14 @@ var prunes = []struct {
 		SELECT m.seq FROM messages m
 		LEFT JOIN "groups" g ON g.chat_id = m.chat_id
 		LEFT JOIN cursors c ON c.folder = g.folder
-		WHERE m.time < ?1 AND (g.folder IS NULL OR m.seq <= COALESCE(c.seq, 0))
-		ORDER BY m.seq LIMIT ?2)`},
+		WHERE m.time < $1 AND (g.folder IS NULL OR m.seq <= COALESCE(c.seq, 0))
+		ORDER BY m.seq LIMIT $2)`},
 	{"task_runs", `DELETE FROM task_runs WHERE id IN (
-		SELECT id FROM task_runs WHERE started < ?1 ORDER BY id LIMIT ?2)`},
+		SELECT id FROM task_runs WHERE started < $1 ORDER BY id LIMIT $2)`},
 	{"audit_log", `DELETE FROM audit_log WHERE id IN (
-		SELECT id FROM audit_log WHERE time < ?1 ORDER BY id LIMIT ?2)`},
+		SELECT id FROM audit_log WHERE time < $1 ORDER BY id LIMIT $2)`},
 	{"handled_commands", `DELETE FROM handled_commands WHERE (chat_id, message_id) IN (
-		SELECT chat_id, message_id FROM handled_commands WHERE handled_at < ?1 LIMIT ?2)`},
+		SELECT chat_id, message_id FROM handled_commands WHERE handled_at < $1 LIMIT $2)`},
 }
 
 // PruneBatch removes at most limit rows older than before from each of
@@ -62,14 +62,19 @@ func (s *Store) PruneBatch(ctx context.Context, before time.Time, limit int) (Pr
 	return p, nil
 }
 
-// Size is the database's size in bytes as its pages count it (what the
-// write-ahead log holds beyond them is not counted).
+// Size is the database's size in bytes: in SQLite as its pages count it
+// (what the write-ahead log holds beyond them is not counted), in
+// PostgreSQL as pg_database_size says (its files, indexes included).
 func (s *Store) Size(ctx context.Context) (int64, error) {
-	var pages, pageSize int64
-	if err := s.r.QueryRowContext(ctx, `SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&pages, &pageSize); err != nil {
+	q := `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`
+	if s.pg {
+		q = `SELECT pg_database_size(current_database())`
+	}
+	var n int64
+	if err := s.r.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("database size: %w", err)
 	}
-	return pages * pageSize, nil
+	return n, nil
 }
 
 // OldestPending is the time of the oldest message of folder's chat that
@@ -81,7 +86,7 @@ func (s *Store) OldestPending(ctx context.Context, folder string) (at time.Time,
 	err = s.r.QueryRowContext(ctx, `SELECT MIN(m.time) FROM messages m
 		JOIN "groups" g ON g.chat_id = m.chat_id
 		LEFT JOIN cursors c ON c.folder = g.folder
-		WHERE g.folder = ?1 AND m.seq > COALESCE(c.seq, 0)`, folder).Scan(&ms)
+		WHERE g.folder = $1 AND m.seq > COALESCE(c.seq, 0)`, folder).Scan(&ms)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("oldest pending message of %q: %w", folder, err)
 	}

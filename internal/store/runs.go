@@ -14,7 +14,7 @@ import (
 // folder's agent, 0 if none.
 func (s *Store) Cursor(ctx context.Context, folder string) (int64, error) {
 	var seq int64
-	err := s.r.QueryRowContext(ctx, `SELECT seq FROM cursors WHERE folder = ?`, folder).Scan(&seq)
+	err := s.r.QueryRowContext(ctx, `SELECT seq FROM cursors WHERE folder = $1`, folder).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -42,10 +42,7 @@ func (s *Store) CompleteRun(ctx context.Context, folder string, cursor int64, ou
 	var queued []domain.Outgoing
 	now := time.Now()
 	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO cursors (folder, seq) VALUES (?, ?)
-			ON CONFLICT (folder) DO UPDATE SET seq = max(cursors.seq, excluded.seq)`,
-			folder, cursor); err != nil {
+		if _, err := tx.ExecContext(ctx, advanceCursor, folder, cursor); err != nil {
 			return fmt.Errorf("cursor: %w", err)
 		}
 		var err error
@@ -93,6 +90,11 @@ func (s *Store) outboxQueued(rows []domain.Outgoing) {
 	}
 }
 
+// advanceCursor moves folder's ($1) cursor to seq ($2), never back.
+const advanceCursor = `
+	INSERT INTO cursors (folder, seq) VALUES ($1, $2)
+	ON CONFLICT (folder) DO UPDATE SET seq = CASE WHEN excluded.seq > cursors.seq THEN excluded.seq ELSE cursors.seq END`
+
 func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now time.Time) ([]domain.Outgoing, error) {
 	queued := make([]domain.Outgoing, 0, len(out))
 	for _, o := range out {
@@ -101,13 +103,10 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, out []domain.Outgoing, now ti
 		}
 		// Round as stored, so the returned row equals what PendingOutbox reads.
 		o.Created = asStored(o.Created)
-		res, err := tx.ExecContext(ctx,
-			`INSERT INTO outbox (chat_id, thread_id, text, created, kind, file_name) VALUES (?, ?, ?, ?, ?, ?)`,
-			o.ChatID, o.ThreadID, o.Text, millis(o.Created), o.Kind, o.FileName)
+		err := tx.QueryRowContext(ctx,
+			`INSERT INTO outbox (chat_id, thread_id, text, created, kind, file_name) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+			o.ChatID, o.ThreadID, o.Text, millis(o.Created), o.Kind, o.FileName).Scan(&o.ID)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: %w", err)
-		}
-		if o.ID, err = res.LastInsertId(); err != nil {
 			return nil, fmt.Errorf("outbox: %w", err)
 		}
 		queued = append(queued, o)
@@ -122,7 +121,7 @@ func (s *Store) PendingOutbox(ctx context.Context) ([]domain.Outgoing, error) {
 
 // PendingOutboxOf is chatID's rows of the outbox, oldest first.
 func (s *Store) PendingOutboxOf(ctx context.Context, chatID int64) ([]domain.Outgoing, error) {
-	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created, kind, file_name FROM outbox WHERE chat_id = ? ORDER BY id`, chatID)
+	return s.outbox(ctx, `SELECT id, chat_id, thread_id, text, created, kind, file_name FROM outbox WHERE chat_id = $1 ORDER BY id`, chatID)
 }
 
 func (s *Store) outbox(ctx context.Context, query string, args ...any) ([]domain.Outgoing, error) {
@@ -148,7 +147,7 @@ func (s *Store) outbox(ctx context.Context, query string, args ...any) ([]domain
 // MarkSent removes a delivered message from the outbox. Marking an id that
 // is not (or no longer) there is not an error, so a retried delivery is harmless.
 func (s *Store) MarkSent(ctx context.Context, id int64) error {
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM outbox WHERE id = ?`, id); err != nil {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM outbox WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("mark outbox %d sent: %w", id, err)
 	}
 	return nil
@@ -157,7 +156,7 @@ func (s *Store) MarkSent(ctx context.Context, id int64) error {
 // State returns the router state value stored under key.
 func (s *Store) State(ctx context.Context, key string) (string, bool, error) {
 	var v string
-	err := s.r.QueryRowContext(ctx, `SELECT value FROM router_state WHERE key = ?`, key).Scan(&v)
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM router_state WHERE key = $1`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -173,7 +172,7 @@ func (s *Store) SetState(ctx context.Context, key, value string) error {
 		return errors.New("set state: empty key")
 	}
 	if _, err := s.w.ExecContext(ctx, `
-		INSERT INTO router_state (key, value) VALUES (?, ?)
+		INSERT INTO router_state (key, value) VALUES ($1, $2)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value); err != nil {
 		return fmt.Errorf("set state %q: %w", key, err)
 	}

@@ -76,23 +76,19 @@ func (s *Store) createTask(ctx context.Context, t domain.Task, max int) (domain.
 	args := []any{t.Group, t.ChatID, t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, t.Status,
 		nullMillis(t.NextRun), millis(t.LastRun), millis(t.Created)}
 	q := `INSERT INTO tasks (group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`
 	if max > 0 {
 		q = `INSERT INTO tasks (group_folder, chat_id, prompt, schedule_type, schedule_value, context_mode, status, next_run, last_run, created)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE (SELECT COUNT(*) FROM tasks WHERE group_folder = ? AND status IN (?, ?)) < ?`
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+		WHERE (SELECT COUNT(*) FROM tasks WHERE group_folder = $11 AND status IN ($12, $13)) < $14
+		RETURNING id`
 		args = append(args, t.Group, domain.TaskActive, domain.TaskPaused, max)
 	}
-	res, err := s.w.ExecContext(ctx, q, args...)
+	err := s.w.QueryRowContext(ctx, q, args...).Scan(&t.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Task{}, false, nil // at the cap
+	}
 	if err != nil {
-		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
-	} else if n == 0 {
-		return domain.Task{}, false, nil
-	}
-	if t.ID, err = res.LastInsertId(); err != nil {
 		return domain.Task{}, false, fmt.Errorf("create task for %q: %w", t.Group, err)
 	}
 	return t, true, nil
@@ -126,7 +122,7 @@ func (s *Store) queryTasks(ctx context.Context, query string, args ...any) ([]do
 
 // Task returns the task with id.
 func (s *Store) Task(ctx context.Context, id int64) (domain.Task, bool, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.Task{}, false, nil
 	}
@@ -141,7 +137,7 @@ func (s *Store) ListTasks(ctx context.Context, folder string) ([]domain.Task, er
 	q := `SELECT ` + taskColumns + ` FROM tasks ORDER BY id`
 	args := []any{}
 	if folder != "" {
-		q = `SELECT ` + taskColumns + ` FROM tasks WHERE group_folder = ? ORDER BY id`
+		q = `SELECT ` + taskColumns + ` FROM tasks WHERE group_folder = $1 ORDER BY id`
 		args = append(args, folder)
 	}
 	ts, err := s.queryTasks(ctx, q, args...)
@@ -156,7 +152,7 @@ func (s *Store) SetTaskStatus(ctx context.Context, id int64, status string) erro
 	if !validTaskStatus(status) {
 		return fmt.Errorf("set status of task %d: unknown status %q", id, status)
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET status = ? WHERE id = ?`, status, id)
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET status = $1 WHERE id = $2`, status, id)
 	return checkUpdated(res, err, fmt.Sprintf("set status of task %d", id))
 }
 
@@ -165,8 +161,8 @@ func (s *Store) SetTaskStatus(ctx context.Context, id int64, status string) erro
 // a new next run without having run). ErrNotFound if there is no such task.
 func (s *Store) SetTaskNextRun(ctx context.Context, id int64, next time.Time, lastRun time.Time) error {
 	res, err := s.w.ExecContext(ctx, `
-		UPDATE tasks SET next_run = ?, last_run = CASE WHEN ? = 0 THEN last_run ELSE ? END WHERE id = ?`,
-		nullMillis(next), millis(lastRun), millis(lastRun), id)
+		UPDATE tasks SET next_run = $1, last_run = COALESCE($2, last_run) WHERE id = $3`,
+		nullMillis(next), nullMillis(lastRun), id)
 	return checkUpdated(res, err, fmt.Sprintf("set next run of task %d", id))
 }
 
@@ -189,7 +185,7 @@ func checkUpdated(res sql.Result, err error, what string) error {
 // earliest first.
 func (s *Store) DueTasks(ctx context.Context, now time.Time) ([]domain.Task, error) {
 	ts, err := s.queryTasks(ctx, `SELECT `+taskColumns+` FROM tasks
-		WHERE status = ? AND next_run IS NOT NULL AND next_run <= ? ORDER BY next_run, id`,
+		WHERE status = $1 AND next_run IS NOT NULL AND next_run <= $2 ORDER BY next_run, id`,
 		domain.TaskActive, now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("due tasks: %w", err)
@@ -202,7 +198,7 @@ func (s *Store) DueTasks(ctx context.Context, now time.Time) ([]domain.Task, err
 func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var ms sql.NullInt64
 	if err := s.r.QueryRowContext(ctx,
-		`SELECT MIN(next_run) FROM tasks WHERE status = ? AND next_run IS NOT NULL`,
+		`SELECT MIN(next_run) FROM tasks WHERE status = $1 AND next_run IS NOT NULL`,
 		domain.TaskActive).Scan(&ms); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due task: %w", err)
 	}
@@ -221,13 +217,10 @@ func (s *Store) AddTaskRun(ctx context.Context, r domain.TaskRun) (int64, error)
 	if r.Started.IsZero() {
 		r.Started = time.Now()
 	}
-	res, err := s.w.ExecContext(ctx, `
-		INSERT INTO task_runs (task_id, started, duration_ms, status, result, error) VALUES (?, ?, ?, ?, ?, ?)`,
-		r.TaskID, millis(r.Started), r.Duration.Milliseconds(), r.Status, r.Result, r.Error)
-	if err != nil {
-		return 0, fmt.Errorf("add run of task %d: %w", r.TaskID, err)
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := s.w.QueryRowContext(ctx, `
+		INSERT INTO task_runs (task_id, started, duration_ms, status, result, error) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+		r.TaskID, millis(r.Started), r.Duration.Milliseconds(), r.Status, r.Result, r.Error).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("add run of task %d: %w", r.TaskID, err)
 	}
@@ -238,7 +231,7 @@ func (s *Store) AddTaskRun(ctx context.Context, r domain.TaskRun) (int64, error)
 func (s *Store) TaskRuns(ctx context.Context, taskID int64, limit int) ([]domain.TaskRun, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT id, task_id, started, duration_ms, status, result, error
-		FROM task_runs WHERE task_id = ? ORDER BY id DESC LIMIT ?`, taskID, limitArg(limit))
+		FROM task_runs WHERE task_id = $1 ORDER BY id DESC LIMIT $2`, taskID, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("runs of task %d: %w", taskID, err)
 	}
@@ -273,7 +266,7 @@ func (s *Store) UpdateTask(ctx context.Context, t domain.Task) error {
 		return fmt.Errorf("update task %d: unknown context mode %q", t.ID, t.ContextMode)
 	}
 	res, err := s.w.ExecContext(ctx, `
-		UPDATE tasks SET prompt = ?, schedule_type = ?, schedule_value = ?, context_mode = ?, next_run = ? WHERE id = ?`,
+		UPDATE tasks SET prompt = $1, schedule_type = $2, schedule_value = $3, context_mode = $4, next_run = $5 WHERE id = $6`,
 		t.Prompt, t.ScheduleType, t.ScheduleValue, t.ContextMode, nullMillis(t.NextRun), t.ID)
 	return checkUpdated(res, err, fmt.Sprintf("update task %d", t.ID))
 }

@@ -22,20 +22,20 @@ func (s *Store) AddUsage(ctx context.Context, group, model, day string, input, o
 	}
 	err := withTx(ctx, s.w, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO token_usage (group_folder, day, input_tokens, output_tokens, requests) VALUES (?, ?, ?, ?, 1)
+			INSERT INTO token_usage (group_folder, day, input_tokens, output_tokens, requests) VALUES ($1, $2, $3, $4, 1)
 			ON CONFLICT (group_folder, day) DO UPDATE SET
-				input_tokens = input_tokens + excluded.input_tokens,
-				output_tokens = output_tokens + excluded.output_tokens,
-				requests = requests + 1`,
+				input_tokens = token_usage.input_tokens + excluded.input_tokens,
+				output_tokens = token_usage.output_tokens + excluded.output_tokens,
+				requests = token_usage.requests + 1`,
 			group, day, input, output); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO model_usage (group_folder, day, model, input_tokens, output_tokens, requests) VALUES (?, ?, ?, ?, ?, 1)
+			INSERT INTO model_usage (group_folder, day, model, input_tokens, output_tokens, requests) VALUES ($1, $2, $3, $4, $5, 1)
 			ON CONFLICT (group_folder, day, model) DO UPDATE SET
-				input_tokens = input_tokens + excluded.input_tokens,
-				output_tokens = output_tokens + excluded.output_tokens,
-				requests = requests + 1`,
+				input_tokens = model_usage.input_tokens + excluded.input_tokens,
+				output_tokens = model_usage.output_tokens + excluded.output_tokens,
+				requests = model_usage.requests + 1`,
 			group, day, model, input, output)
 		return err
 	})
@@ -49,7 +49,7 @@ func (s *Store) AddUsage(ctx context.Context, group, model, day string, input, o
 func (s *Store) UsageOn(ctx context.Context, group, day string) (domain.Usage, error) {
 	u := domain.Usage{Group: group, Day: day}
 	err := s.r.QueryRowContext(ctx, `
-		SELECT input_tokens, output_tokens, requests FROM token_usage WHERE group_folder = ? AND day = ?`,
+		SELECT input_tokens, output_tokens, requests FROM token_usage WHERE group_folder = $1 AND day = $2`,
 		group, day).Scan(&u.Input, &u.Output, &u.Requests)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return domain.Usage{}, fmt.Errorf("usage of %q on %s: %w", group, day, err)
@@ -62,7 +62,7 @@ func (s *Store) UsageOn(ctx context.Context, group, day string) (domain.Usage, e
 func (s *Store) UsageSince(ctx context.Context, from string) ([]domain.Usage, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT group_folder, day, input_tokens, output_tokens, requests FROM token_usage
-		WHERE day >= ? ORDER BY day, group_folder`, from)
+		WHERE day >= $1 ORDER BY day, group_folder`, from)
 	if err != nil {
 		return nil, fmt.Errorf("usage since %s: %w", from, err)
 	}
@@ -100,15 +100,12 @@ func (s *Store) NoteBudgetRefusal(ctx context.Context, group, day string, cursor
 	now := time.Now()
 	err = withTx(ctx, s.w, func(tx *sql.Tx) error {
 		if cursor > 0 {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO cursors (folder, seq) VALUES (?, ?)
-				ON CONFLICT (folder) DO UPDATE SET seq = max(cursors.seq, excluded.seq)`,
-				group, cursor); err != nil {
+			if _, err := tx.ExecContext(ctx, advanceCursor, group, cursor); err != nil {
 				return fmt.Errorf("cursor: %w", err)
 			}
 		}
 		res, err := tx.ExecContext(ctx, `
-			INSERT INTO budget_notices (group_folder, day, told_at) VALUES (?, ?, ?)
+			INSERT INTO budget_notices (group_folder, day, told_at) VALUES ($1, $2, $3)
 			ON CONFLICT DO NOTHING`, group, day, millis(now))
 		if err != nil {
 			return fmt.Errorf("record notice: %w", err)
@@ -132,7 +129,7 @@ func (s *Store) NoteBudgetRefusal(ctx context.Context, group, day string, cursor
 func (s *Store) ModelUsageSince(ctx context.Context, from string) ([]domain.Usage, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT group_folder, day, model, input_tokens, output_tokens, requests FROM model_usage
-		WHERE day >= ? ORDER BY day, group_folder, model`, from)
+		WHERE day >= $1 ORDER BY day, group_folder, model`, from)
 	if err != nil {
 		return nil, fmt.Errorf("usage by model since %s: %w", from, err)
 	}
@@ -157,9 +154,9 @@ func (s *Store) AddTranscribed(ctx context.Context, group, day string, seconds i
 		return fmt.Errorf("add transcribed audio: want a group, a day and seconds ≥ 0 (got %q, %q, %d)", group, day, seconds)
 	}
 	if _, err := s.w.ExecContext(ctx, `
-		INSERT INTO transcribe_usage (group_folder, day, seconds, files) VALUES (?, ?, ?, 1)
+		INSERT INTO transcribe_usage (group_folder, day, seconds, files) VALUES ($1, $2, $3, 1)
 		ON CONFLICT (group_folder, day) DO UPDATE SET
-			seconds = seconds + excluded.seconds, files = files + 1`,
+			seconds = transcribe_usage.seconds + excluded.seconds, files = transcribe_usage.files + 1`,
 		group, day, seconds); err != nil {
 		return fmt.Errorf("add transcribed audio of %q on %s: %w", group, day, err)
 	}
@@ -171,7 +168,7 @@ func (s *Store) AddTranscribed(ctx context.Context, group, day string, seconds i
 func (s *Store) TranscribedSince(ctx context.Context, from string) ([]domain.Transcribed, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT group_folder, day, seconds, files FROM transcribe_usage
-		WHERE day >= ? ORDER BY day, group_folder`, from)
+		WHERE day >= $1 ORDER BY day, group_folder`, from)
 	if err != nil {
 		return nil, fmt.Errorf("transcribed audio since %s: %w", from, err)
 	}
@@ -194,7 +191,7 @@ func (s *Store) TranscribedSince(ctx context.Context, from string) ([]domain.Tra
 func (s *Store) TranscribedOn(ctx context.Context, group, day string) (int64, error) {
 	var n int64
 	err := s.r.QueryRowContext(ctx, `
-		SELECT seconds FROM transcribe_usage WHERE group_folder = ? AND day = ?`, group, day).Scan(&n)
+		SELECT seconds FROM transcribe_usage WHERE group_folder = $1 AND day = $2`, group, day).Scan(&n)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("transcribed audio of %q on %s: %w", group, day, err)
 	}

@@ -38,7 +38,7 @@ func TestStrangerIgnoredAndNotStored(t *testing.T) {
 	h.Replies(harness.OwnerID, 1)
 	assert.Empty(t, h.TG.SentTo(harness.StrangerID), "a stranger gets nothing")
 	h.Stop()
-	assert.Empty(t, harness.GrepFiles(t, filepath.Join(h.Dir, "data"), []byte("STRANGER-SECRET-TEXT")), "a stranger's words are not kept")
+	assert.Empty(t, h.GrepStored("STRANGER-SECRET-TEXT"), "a stranger's words are not kept")
 	assert.NotContains(t, h.Stderr.String(), "STRANGER-SECRET-TEXT", "nor logged")
 }
 
@@ -95,7 +95,8 @@ func TestGroupTriggerContextAndEscaping(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(last, "<message "), "three messages, none forged")
 
 	h.Stop()
-	assert.Empty(t, harness.GrepFiles(t, filepath.Join(h.Dir, "data"), []byte("UNREGISTERED-TALK")))
+	assert.Empty(t, h.GrepStored("UNREGISTERED-TALK"))
+	assert.NotEmpty(t, h.GrepStored("first, no trigger"), "the control: a registered group's messages are kept, and found")
 }
 
 func TestLongReplySplitInOrder(t *testing.T) {

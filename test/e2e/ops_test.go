@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/faketg"
-	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/test/harness"
 )
 
@@ -180,9 +179,7 @@ func TestBackupWhileServing(t *testing.T) {
 	require.Greater(t, after, confirmed, "the host went on storing while the backup ran")
 
 	ctx := harness.Ctx(t)
-	require.NoError(t, store.IntegrityCheck(ctx, dst))
-	b, err := store.Open(ctx, dst)
-	require.NoError(t, err)
+	b := h.Restore(dst)
 	defer b.Close()
 	msgs, err := b.MessagesAfter(ctx, harness.GroupChat, 0, 0)
 	require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/clawpen/clawpen/internal/app"
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/sandbox/docker"
+	"github.com/clawpen/clawpen/internal/store/pgtest"
 )
 
 // Identities and secrets used throughout. The secrets are planted where a
@@ -73,6 +74,12 @@ func SandboxUser() (uid, gid int, err error) {
 // Backend is the sandbox the hosts use: bwrap, or docker with
 // CLAWPEN_E2E_SANDBOX=docker (make test runs both where an engine exists).
 func Backend() string { return cmp.Or(os.Getenv("CLAWPEN_E2E_SANDBOX"), "bwrap") }
+
+// Database is the database the hosts keep their state in: sqlite, or
+// postgres with CLAWPEN_E2E_DATABASE=postgres, each host then on a database
+// of its own on a server the test binary starts (pgtest; a machine without
+// PostgreSQL skips the tests, saying so).
+func Database() string { return cmp.Or(os.Getenv("CLAWPEN_E2E_DATABASE"), "sqlite") }
 
 // BinDir is the directory Setup built clawpen and clawpen-agent into.
 func BinDir() string { return binDir }
@@ -168,6 +175,7 @@ func Main(m *testing.M, after func(code int) int) int {
 		return 1
 	}
 	code := CheckLeftovers(m.Run())
+	pgtest.StopShared()
 	if after != nil {
 		code = after(code)
 	}

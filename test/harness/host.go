@@ -20,6 +20,7 @@ import (
 	"github.com/clawpen/clawpen/internal/fakellm"
 	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/internal/store"
+	"github.com/clawpen/clawpen/internal/store/pgtest"
 )
 
 // Wait bounds every wait for the host (an answer, a log line).
@@ -35,15 +36,19 @@ type Host struct {
 	// AllowedRoots (a mount may not come from inside the project).
 	Outside string
 	Env     []string // the host's whole environment
-	Stdout  *LineLog // of the current run of serve
-	Stderr  *LineLog
+	// DatabaseURL is the PostgreSQL database the host keeps its state in
+	// (CLAWPEN_DATABASE_URL); "" for SQLite in its data dir.
+	DatabaseURL string
+	Stdout      *LineLog // of the current run of serve
+	Stderr      *LineLog
 	// KeyPlanted: serve was started in a session keyring of its own holding
 	// the key HostKeyDesc, as a host started from a login session holds
 	// keys. False when this machine refuses keyctl to the tests.
 	KeyPlanted bool
 
-	t    testing.TB
-	proc *proc // shared by the views For returns
+	t     testing.TB
+	proc  *proc  // shared by the views For returns
+	ready string // what Start waits for serve to log
 }
 
 type proc struct{ cmd *exec.Cmd }
@@ -68,6 +73,13 @@ type Options struct {
 	// Profiles, when set, is the content of the host's profiles file
 	// (the default CLAWPEN_PROFILES, under the host's $HOME).
 	Profiles string
+	// Postgres keeps the host's state in a PostgreSQL database of its own,
+	// whatever CLAWPEN_E2E_DATABASE says.
+	Postgres bool
+	// Share makes a second host of Share's: the same fakes and the same
+	// PostgreSQL database, its own directories. It is started while Share
+	// serves, so it stands by: New returns once it says so.
+	Share *Host
 	// Transcribe: voice notes are transcribed by the fake model's
 	// transcription endpoint, with TranscribeKey.
 	Transcribe bool
@@ -112,11 +124,24 @@ func New(t testing.TB, o Options) *Host {
 		plant(ProfilesRel, o.Profiles)
 	}
 
-	tg := faketg.New()
-	t.Cleanup(tg.Close)
-	llm := fakellm.New()
-	llm.SetRequiredKey(APIKey)
-	t.Cleanup(llm.Close)
+	var (
+		tg    *faketg.Server
+		llm   *fakellm.Server
+		dbURL string
+	)
+	if o.Share != nil {
+		require.NotEmpty(t, o.Share.DatabaseURL, "a shared host serves on PostgreSQL")
+		tg, llm, dbURL = o.Share.TG, o.Share.LLM, o.Share.DatabaseURL
+	} else {
+		tg = faketg.New()
+		t.Cleanup(tg.Close)
+		llm = fakellm.New()
+		llm.SetRequiredKey(APIKey)
+		t.Cleanup(llm.Close)
+		if o.Postgres || Database() == "postgres" {
+			dbURL = pgtest.NewDatabase(t)
+		}
+	}
 	provider := []string{"ANTHROPIC_API_KEY=" + APIKey, "ANTHROPIC_BASE_URL=" + llm.URL(), "CLAWPEN_MODEL=claude-test"}
 	if o.KeylessOpenAI {
 		llm.SetRequiredKey("")
@@ -146,10 +171,17 @@ func New(t testing.TB, o Options) *Host {
 	if o.Owner {
 		env = append(env, fmt.Sprintf("CLAWPEN_OWNER_ID=%d", OwnerID))
 	}
+	if dbURL != "" {
+		env = append(env, "CLAWPEN_DATABASE_URL="+dbURL)
+	}
 	for k, v := range o.Extra {
 		env = append(env, k+"="+v) // exec keeps the last of duplicate keys
 	}
-	h := &Host{TG: tg, LLM: llm, Dir: dir, Home: home, Outside: outside, Env: env, Stdout: NewLineLog(), Stderr: NewLineLog(), t: t, proc: &proc{}}
+	h := &Host{TG: tg, LLM: llm, Dir: dir, Home: home, Outside: outside, Env: env, DatabaseURL: dbURL,
+		Stdout: NewLineLog(), Stderr: NewLineLog(), t: t, proc: &proc{}, ready: "clawpen serving"}
+	if o.Share != nil {
+		h.ready = "standing by"
+	}
 	h.Start()
 	t.Cleanup(h.Stop)
 	return h
@@ -175,7 +207,8 @@ func (h *Host) For(t testing.TB) *Host {
 	return &v
 }
 
-// Start runs `clawpen serve` and waits until it serves.
+// Start runs `clawpen serve` and waits until it serves (a Share host: until
+// it stands by).
 func (h *Host) Start() {
 	h.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "clawpen"), "serve")
@@ -189,7 +222,7 @@ func (h *Host) Start() {
 	require.NoError(h.t, err)
 	h.KeyPlanted = planted
 	h.proc.cmd = cmd
-	h.WaitLog("clawpen serving")
+	h.WaitLog(h.ready)
 }
 
 // Stop ends the host gracefully (SIGTERM) and waits.
@@ -218,6 +251,21 @@ func (h *Host) Crash() {
 	require.NoError(h.t, h.proc.cmd.Process.Signal(syscall.SIGKILL))
 	_ = h.proc.cmd.Wait()
 	h.proc.cmd = nil
+}
+
+// WaitExit waits until serve exits on its own and returns how it ended.
+func (h *Host) WaitExit() error {
+	h.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h.proc.cmd.Wait() }()
+	select {
+	case err := <-done:
+		h.proc.cmd = nil
+		return err
+	case <-time.After(Wait):
+		h.t.Fatalf("serve did not exit within %s; log:\n%s", Wait, h.Stderr.String())
+		return nil
+	}
 }
 
 // Running reports whether serve is still alive (not exited).
@@ -323,11 +371,63 @@ func (h *Host) RunCLI(args ...string) (string, error) {
 	return string(out), err
 }
 
+// Store opens the host's database, as the CLI would; the caller closes it.
+func (h *Host) Store() *store.Store {
+	h.t.Helper()
+	var (
+		st  *store.Store
+		err error
+	)
+	if h.DatabaseURL != "" {
+		st, err = store.OpenPostgres(context.Background(), h.DatabaseURL)
+	} else {
+		st, err = store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	}
+	require.NoError(h.t, err)
+	return st
+}
+
+// Restore opens what `clawpen backup` wrote to dst as the operator would
+// restore it: the SQLite copy, checked with PRAGMA integrity_check, as it
+// is; a PostgreSQL dump restored with pg_restore into an empty database.
+// The caller closes it.
+func (h *Host) Restore(dst string) *store.Store {
+	h.t.Helper()
+	ctx := context.Background()
+	if h.DatabaseURL == "" {
+		require.NoError(h.t, store.IntegrityCheck(ctx, dst))
+		st, err := store.Open(ctx, dst)
+		require.NoError(h.t, err)
+		return st
+	}
+	url := pgtest.NewDatabase(h.t)
+	out, err := exec.Command("pg_restore", "--no-owner", "--exit-on-error", "--dbname="+url, dst).CombinedOutput()
+	require.NoError(h.t, err, "pg_restore: %s", out)
+	st, err := store.OpenPostgres(ctx, url)
+	require.NoError(h.t, err)
+	return st
+}
+
+// GrepStored reports where the host keeps needle: the files of its data
+// dir that hold it and, on PostgreSQL, "database" when a dump of its
+// database does.
+func (h *Host) GrepStored(needle string) []string {
+	h.t.Helper()
+	hits := GrepFiles(h.t, filepath.Join(h.Dir, "data"), []byte(needle))
+	if h.DatabaseURL != "" {
+		dump, err := exec.Command("pg_dump", "--format=plain", "--dbname="+h.DatabaseURL).Output()
+		require.NoError(h.t, err, "pg_dump of the host's database")
+		if strings.Contains(string(dump), needle) {
+			hits = append(hits, "database")
+		}
+	}
+	return hits
+}
+
 // Tasks reads the tasks from the database directly.
 func (h *Host) Tasks() []domain.Task {
 	h.t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
-	require.NoError(h.t, err)
+	st := h.Store()
 	defer st.Close()
 	ts, err := st.ListTasks(context.Background(), "")
 	require.NoError(h.t, err)
@@ -340,8 +440,7 @@ func (h *Host) Tasks() []domain.Task {
 // handling must not count.
 func (h *Host) WaitDelivered() {
 	h.t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
-	require.NoError(h.t, err)
+	st := h.Store()
 	defer st.Close()
 	deadline := time.Now().Add(Wait)
 	for {
@@ -377,8 +476,7 @@ func (h *Host) Usage(folder string) domain.Usage {
 // AuditLog is the audit log, one "group operation decision reason" line per entry.
 func (h *Host) AuditLog() string {
 	h.t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
-	require.NoError(h.t, err)
+	st := h.Store()
 	defer st.Close()
 	entries, err := st.AuditLog(context.Background(), 0)
 	require.NoError(h.t, err)

@@ -3,7 +3,6 @@ package load
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/faketg"
-	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/test/harness"
 )
 
@@ -36,6 +34,7 @@ type result struct {
 	duplicateList                []string
 	crashResends                 int // the documented window: sent, host killed before it marked it (markers)
 	crashResentMsgs              int // the Telegram messages those markers came in again
+	maxResentPerChat             int // the most of them in one chat
 	poisonEchoed                 int
 	poisonList                   []string
 	notices, ownerNotices        int
@@ -59,8 +58,7 @@ func (r *run) analyze() result {
 	t := r.t
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(r.h.Dir, "data", "clawpen.db"))
-	require.NoError(t, err)
+	st := r.h.Store()
 	defer st.Close()
 
 	var res result
@@ -139,7 +137,10 @@ func (r *run) answers(res *result, order []*msg, sent []faketg.SentMessage, acts
 	}
 	res.notices += len(notices)
 	resent := map[int]bool{}
-	defer func() { res.crashResentMsgs += len(resent) }()
+	defer func() {
+		res.crashResentMsgs += len(resent)
+		res.maxResentPerChat = max(res.maxResentPerChat, len(resent))
+	}()
 	for mk, is := range occ {
 		if len(is) < 2 {
 			continue
@@ -293,8 +294,10 @@ func (r *run) summary(res result) string {
 	row("  of which until the agent started", fmt.Sprintf("p50 %s, p99 %s (n=%d)", pct(res.startLat, 50), pct(res.startLat, 99), len(res.startLat)))
 	row("  of which run and send", fmt.Sprintf("p50 %s, p99 %s", pct(res.runSendLat, 50), pct(res.runSendLat, 99)))
 	row("message → failure notice", fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", pct(res.noticeLat, 50), pct(res.noticeLat, 99), pct(res.noticeLat, 100), len(res.noticeLat)))
-	row("host before last phase (idle)", res.before)
-	row("host after last phase (idle)", res.after)
+	if res.before.RSSKiB > 0 { // measured by the load test, not the failover test
+		row("host before last phase (idle)", res.before)
+		row("host after last phase (idle)", res.after)
+	}
 	row("time", fmt.Sprintf("pushing %s, whole test %s", res.pushDur.Round(time.Second), res.total.Round(time.Second)))
 	_ = w.Flush()
 	return b.String()

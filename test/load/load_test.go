@@ -596,10 +596,7 @@ func (r *run) busy() string {
 		return fmt.Sprintf("%d sandbox processes running: %s", len(ds), strings.Join(cmds, "; "))
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(r.h.Dir, "data", "clawpen.db"))
-	if err != nil {
-		return err.Error()
-	}
+	st := r.h.Store()
 	defer st.Close()
 	out, err := st.PendingOutbox(ctx)
 	if err != nil {
