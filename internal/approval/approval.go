@@ -109,7 +109,7 @@ type runCount struct {
 type pending struct {
 	id      string
 	req     request
-	html    string // the question
+	html    string        // the question
 	chat    int64         // set once the question was sent
 	msg     int64         // (0 if it could not be)
 	sent    chan struct{} // closed once chat and msg are set
