@@ -47,6 +47,10 @@ func TestParseProfiles(t *testing.T) {
 		{name: "timeout huge", file: `{"profiles":{"a":{"timeout":"100h"}}}`, errHas: `field "timeout": "100h"`},
 		{name: "tool name", file: `{"profiles":{"a":{"tools":["rm -rf"]}}}`, errHas: `field "tools"`},
 		{name: "tokens negative", file: `{"profiles":{"a":{"daily_tokens":-1}}}`, errHas: `field "daily_tokens"`},
+		{name: "egress_ask", file: `{"profiles":{"a":{"network":"allowlist","egress_ask":true}}}`,
+			want: map[string]domain.Profile{"a": {Name: "a", Network: "allowlist", EgressAsk: true}}},
+		{name: "egress_ask without network", file: `{"profiles":{"a":{"egress_ask":true}}}`, errHas: `field "egress_ask": true, but`},
+		{name: "egress_ask not a bool", file: `{"profiles":{"a":{"network":"allowlist","egress_ask":"yes"}}}`, errHas: `field "egress_ask"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

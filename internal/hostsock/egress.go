@@ -73,6 +73,7 @@ const maxEgressAudited = 64
 type egress struct {
 	s        *Server
 	policy   egressPolicy
+	ask      func(ctx context.Context, host string, port int) (string, error) // egress_ask: nil when off
 	lim      EgressLimits
 	resolver Resolver
 	open     *semaphore.Weighted
@@ -92,6 +93,9 @@ func newEgress(s *Server, cfg Config) *egress {
 	e := &egress{s: s, lim: lim, resolver: cfg.Resolver, open: semaphore.NewWeighted(int64(lim.MaxConns)), conns: map[net.Conn]struct{}{}}
 	if e.resolver == nil {
 		e.resolver = net.DefaultResolver
+	}
+	if cfg.Profile.EgressAsk {
+		e.ask = cfg.AskEgress
 	}
 	e.budget.Store(lim.MaxBytes)
 	var errs []error
@@ -145,10 +149,8 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), e.lim.DialTimeout)
-	addrs, rule, err := e.policy.decide(ctx, e.resolver, t)
+	addrs, rule, err := e.decide(r.Context(), t)
 	if err != nil {
-		cancel()
 		var d *denial
 		if errors.As(err, &d) {
 			e.refuse(w, connect, http.StatusForbidden, t.String(), d.reason)
@@ -157,6 +159,7 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), e.lim.DialTimeout)
 	up, err := e.dial(ctx, addrs, t.Port)
 	cancel()
 	if err != nil {

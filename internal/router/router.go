@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -128,8 +127,6 @@ type Router struct {
 	fetches     *fetchQueue // files users sent, to fetch into inboxes
 }
 
-const ownerKey = "owner_id"
-
 // New creates a router. When no owner is configured or paired yet it makes a
 // one-time pairing code; PairingCode returns it for the operator.
 func New(ctx context.Context, cfg Config) (*Router, error) {
@@ -216,18 +213,7 @@ func (r *Router) PairingCode() string {
 
 // Owner is the owner's Telegram user id, 0 when not yet paired.
 func (r *Router) Owner(ctx context.Context) (int64, error) {
-	if r.cfg.OwnerID != 0 {
-		return r.cfg.OwnerID, nil
-	}
-	v, ok, err := r.cfg.Store.State(ctx, ownerKey)
-	if err != nil || !ok {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("stored owner id %q: %w", v, err)
-	}
-	return id, nil
+	return r.cfg.Store.Owner(ctx, r.cfg.OwnerID)
 }
 
 // Handle processes one inbound message. An error means nothing was
@@ -375,7 +361,7 @@ func (r *Router) tryPair(ctx context.Context, in domain.Inbound) error {
 		r.log.Info("ignored private chat before pairing", "chat", in.ChatID, "sender", in.SenderID)
 		return r.audit(ctx, "", "telegram.private", "deny", fmt.Sprintf("private message from user %d before pairing", in.SenderID))
 	}
-	if err := r.cfg.Store.SetState(ctx, ownerKey, strconv.FormatInt(in.SenderID, 10)); err != nil {
+	if err := r.cfg.Store.SetOwner(ctx, in.SenderID); err != nil {
 		return fmt.Errorf("persist owner: %w", err)
 	}
 	r.mu.Lock()
