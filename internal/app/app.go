@@ -476,7 +476,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Store: p.Store, Messenger: p.Telegram, Agents: run, Ops: operations,
 		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: p.Telegram.Username(),
 		TZ: cfg.TZ, Logger: log, MaxConcurrent: cfg.MaxConcurrent, RetryBackoff: cfg.RetryBackoff,
-		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, Observer: p.Metrics,
+		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, SenderRate: cfg.SenderRate, Observer: p.Metrics,
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Now:     cfg.UsageNow,
 		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20,

@@ -76,6 +76,9 @@ type Config struct {
 	MaxContext int
 	// DefaultPolicy applies to groups without a sender policy of their own.
 	DefaultPolicy domain.SenderPolicy
+	// SenderRate is the calls per member and hour of groups whose sender
+	// policy sets no rate (CLAWPEN_SENDER_RATE); 0: no limit.
+	SenderRate int
 	// Profile resolves a sandbox profile by name (/usage shows budgets);
 	// nil: none shown.
 	Profile func(name string) (domain.Profile, error)
@@ -289,6 +292,13 @@ func (r *Router) handle(ctx context.Context, in domain.Inbound, kind *string) er
 		word = triggerWord(r.cfg.AssistantName)
 	}
 	fires := verdict.MayTrigger && triggered(signals{Text: in.Text, MentionsBot: in.MentionsBot, ReplyToBot: in.ReplyToBot}, word, r.cfg.BotUsername)
+	if fires {
+		over, err := r.overRate(ctx, g, in)
+		if err != nil {
+			return err
+		}
+		fires = !over
+	}
 	return r.store(ctx, g, in, fires, kind)
 }
 
