@@ -384,16 +384,28 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	for _, a := range left {
 		b.audit(ctx, a.Group, "approval", a.Subject, "deny", fmt.Sprintf("%s: %s (request %s)", a.Subject, restarted, shortID(a.ID)))
-		if a.MessageID == 0 {
-			continue
-		}
-		text := fmt.Sprintf("<b>Approval needed</b>\nGroup <code>%s</code> asked: <code>%s</code>\n\n<b>%s</b>",
-			Inert(a.Group), Inert(a.Subject), b.said(verdict{decision: restarted, at: now}, a.Group))
-		if err := b.cfg.Messenger.EditText(ctx, a.ChatID, a.MessageID, text); err != nil {
-			b.log.Warn("edit an expired approval message", "err", err)
+		a.Decision, a.Decided = restarted, now
+		if a.MessageID != 0 {
+			b.expiredMessage(ctx, a, a.ChatID, a.MessageID)
 		}
 	}
 	return nil
+}
+
+// expiredMessage edits the question of a, which a previous host asked, to
+// say what became of it; its buttons go with the edit.
+func (b *Broker) expiredMessage(ctx context.Context, a store.Approval, chat, msg int64) {
+	if a.MessageID == 0 {
+		if err := b.cfg.Store.SetApprovalMessage(ctx, a.ID, chat, msg); err != nil {
+			b.log.Warn("record an approval message", "err", err)
+		}
+	}
+	v := verdict{decision: a.Decision, at: a.Decided}
+	text := fmt.Sprintf("<b>Approval needed</b>\nGroup <code>%s</code> asked: <code>%s</code>\n\n<b>%s</b>",
+		Inert(a.Group), Inert(a.Subject), b.said(v, a.Group))
+	if err := b.cfg.Messenger.EditText(ctx, chat, msg, text); err != nil {
+		b.log.Warn("edit an expired approval message", "err", err)
+	}
 }
 
 // Close refuses every request still waiting (the host is stopping) and

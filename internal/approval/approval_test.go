@@ -382,3 +382,23 @@ func auditText(t *testing.T, e *env) string {
 	}
 	return b.String()
 }
+
+// A host that died between sending a question and recording which message
+// it was: the next host expires the request, and the owner's press on that
+// message edits it to say so.
+func TestPressNamesAnUnrecordedQuestion(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	id := strings.Repeat("5a", 16)
+	require.NoError(t, e.st.AddApproval(e.ctx, store.Approval{ID: id, Group: "family", Run: "dead", Subject: "egress example.org:443", Asked: time.Now()}))
+	msg, err := e.c.SendButtons(e.ctx, ownerID, "<b>Approval needed</b> …", nil)
+	require.NoError(t, err)
+	require.NoError(t, e.b.Start(e.ctx))
+	assert.Equal(t, "This request was already decided: expired: the host restarted.", e.pressData(t, owner, ownerID, msg, data(id, choiceOnce)))
+	m, _ := e.tg.Message(ownerID, msg)
+	e.edited(t, m, "Expired: the host restarted before an answer")
+	a, _, err := e.st.ApprovalByID(e.ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, msg, a.MessageID)
+	// Only the owner's press in the owner's chat names it.
+	assert.Contains(t, e.pressData(t, member, ownerID, msg, data(id, choiceOnce)), "Only the owner")
+}

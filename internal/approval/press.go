@@ -84,6 +84,11 @@ func (b *Broker) Press(ctx context.Context, pr domain.Press) error {
 			// Decided a moment ago; its record is being written.
 			return refuse(a.Group, fmt.Sprintf("request %s was already decided", shortID(id)), "This request was already decided.")
 		}
+		if a.MessageID == 0 && pr.ChatID == owner && pr.MessageID != 0 {
+			// A host that died between sending the question and recording
+			// it: the owner's press names the message, which says so now.
+			b.expiredMessage(ctx, a, pr.ChatID, pr.MessageID)
+		}
 		return refuse(a.Group, fmt.Sprintf("request %s was already decided: %s", shortID(id), a.Decision), "This request was already decided: "+a.Decision+".")
 	}
 	group := p.req.group

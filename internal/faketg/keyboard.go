@@ -382,3 +382,21 @@ func (s *Server) controlPress(w http.ResponseWriter, r *http.Request) {
 func (s *Server) controlAnswers(w http.ResponseWriter, _ *http.Request) {
 	controlJSON(w, nonNil(s.CallbackAnswers()))
 }
+
+// WaitMatching waits until at least n messages sent to chatID, as they are
+// now, satisfy ok, and returns those.
+func (s *Server) WaitMatching(ctx context.Context, chatID int64, n int, ok func(SentMessage) bool) ([]SentMessage, error) {
+	got, err := waitCount(ctx, s, n, func() []SentMessage {
+		var out []SentMessage
+		for _, m := range s.sentToLocked(chatID) {
+			if ok(m) {
+				out = append(out, m)
+			}
+		}
+		return out
+	})
+	if err != nil {
+		return got, fmt.Errorf("faketg: %d of %d matching messages to chat %d: %w", len(got), n, chatID, err)
+	}
+	return got, nil
+}

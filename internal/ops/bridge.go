@@ -155,13 +155,19 @@ func asDenial(err error) error {
 // AskEgress asks the owner (unless the owner allowed it for the group
 // before) whether run c may connect to host:port, which its egress list
 // does not hold: the egress proxy's question under egress_ask. It answers
-// who allowed it, or a refusal whose text follows "denied: ".
+// who allowed it, or a refusal whose text follows "denied: " (the proxy
+// writes it and audits it).
 func (s *Service) AskEgress(ctx context.Context, c domain.Caller, host string, port int) (string, error) {
 	if s.cfg.Approvals == nil {
-		return "", denied{reason: "this host cannot ask the owner"}
+		return "", errors.New("this host cannot ask the owner")
 	}
 	how, err := s.cfg.Approvals.Egress(ctx, c.Run, c.Group, host, port)
-	return how, asDenial(err)
+	var d *approval.Denial
+	if err != nil && !errors.As(err, &d) {
+		s.cfg.Logger.Error("ask the owner about egress", "group", c.Group, "err", err)
+		return "", errors.New("the owner could not be asked")
+	}
+	return how, err
 }
 
 // auditCall writes the row of a bridge call that ran. Unlike other
