@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/clawpen/clawpen/internal/approval"
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
@@ -197,6 +198,9 @@ func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Lo
 	if err != nil {
 		return unavailable{fmt.Errorf("no sandbox: %w", err)}, -1, -1, noop
 	}
+	if err := privateParents(cfg, gid); err != nil {
+		return unavailable{fmt.Errorf("no sandbox: what sandboxes write would be reachable by other host users: %w", err)}, -1, -1, noop
+	}
 	var reasons []string
 	if cfg.Sandbox == "docker" || cfg.Sandbox == "auto" {
 		d, err := dockerBackend(ctx, cfg, inst, uid, gid, log)
@@ -282,7 +286,7 @@ func dockerBackend(ctx context.Context, cfg config.Config, inst instance, uid, g
 		_ = d.Close()
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.GroupsDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.GroupsDir, 0o700); err != nil { // made private by privateParents
 		_ = d.Close()
 		return nil, fmt.Errorf("create %s: %w", cfg.GroupsDir, err)
 	}
@@ -457,18 +461,20 @@ type Host struct {
 	// the owner's presses come to it from the Telegram poll.
 	Approvals *approval.Broker
 
-	store     *store.Store
-	telegram  *telegram.Client
-	retention time.Duration // CLAWPEN_RETENTION; 0 keeps everything
-	groupsDir string
-	log       *slog.Logger
+	store       *store.Store
+	telegram    *telegram.Client
+	retention   time.Duration // CLAWPEN_RETENTION; 0 keeps everything
+	groupsDir   string
+	sandboxUser beneath.User // whose rights inboxes are pruned with
+	log         *slog.Logger
 }
 
 // NewHost builds the host's components on p, as cfg says.
 func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) (*Host, error) {
 	approvals := approval.New(approval.Config{Store: p.Store, Messenger: p.Telegram, Timeout: cfg.ApprovalTimeout, TZ: cfg.TZ, Logger: log,
 		Owner: func(ctx context.Context) (int64, error) { return p.Store.Owner(ctx, cfg.OwnerID) }})
-	operations := ops.New(ops.Config{Store: p.Store, GroupsDir: cfg.GroupsDir, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Mounts: p.Mounts, Profiles: cfg.Profiles,
+	sandboxUser := beneath.User{UID: p.RunAsUID, GID: p.RunAsGID}
+	operations := ops.New(ops.Config{Store: p.Store, GroupsDir: cfg.GroupsDir, SandboxUser: sandboxUser, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Mounts: p.Mounts, Profiles: cfg.Profiles,
 		Tools: tools.NewDir(cfg.ToolsDir), ToolEnv: cfg.ToolEnv, Approvals: approvals, Logger: log,
 		Refused: func(op ops.Op) { p.Metrics.IPCRefused(string(op)) }})
 	run := NewRunner(cfg, p, operations, log)
@@ -479,7 +485,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, SenderRate: cfg.SenderRate, Observer: p.Metrics,
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Now:     cfg.UsageNow,
-		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20,
+		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20, SandboxUser: sandboxUser,
 		Drafts: p.Telegram,
 		Menu: func(ctx context.Context, owner int64) error {
 			return p.Telegram.SetCommandMenu(ctx, owner, ownerMenu())
@@ -492,7 +498,8 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Store: p.Store, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Logger: log,
 		Dispatch: rt.Schedule, Changed: operations.TasksChanged(),
 	})
-	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, Approvals: approvals, store: p.Store, telegram: p.Telegram, retention: cfg.Retention, groupsDir: cfg.GroupsDir, log: log}, nil
+	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, Approvals: approvals, store: p.Store, telegram: p.Telegram, retention: cfg.Retention,
+		groupsDir: cfg.GroupsDir, sandboxUser: sandboxUser, log: log}, nil
 }
 
 // NewRunner is the runner serve builds on p, as cfg says, answering its
@@ -546,7 +553,7 @@ func (h *Host) Run(ctx context.Context) error {
 	g.Go(func() error { return h.Router.Run(gctx) })
 	g.Go(func() error { return h.Scheduler.Run(gctx) })
 	if h.retention > 0 {
-		g.Go(func() error { pruneLoop(gctx, h.store, h.groupsDir, h.retention, h.log); return nil })
+		g.Go(func() error { h.pruneLoop(gctx); return nil })
 	}
 	// Not part of the group: it ends with ctx and never fails the host.
 	go pageOutWhenIdle(gctx, h.log)

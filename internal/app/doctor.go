@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/cgroup"
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/mounts"
@@ -25,6 +26,7 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/telegram"
+	"github.com/clawpen/clawpen/internal/tools"
 )
 
 // Verdict is how one of doctor's checks came out.
@@ -82,11 +84,7 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 	uid, gid, userErr := SandboxUser(cfg.SandboxUser)
 	fs = append(fs, sandboxUserFinding(cfg, uid, gid, userErr))
 	fs = append(fs, socketFinding(cfg, uid, gid))
-	if err := os.MkdirAll(cfg.GroupsDir, 0o755); err != nil {
-		add("groups", Fail, err.Error(), "create the groups dir and make it writable by the host user")
-	} else {
-		add("groups", OK, cfg.GroupsDir, "")
-	}
+	fs = append(fs, privateFinding(cfg, gid))
 	bin, binErr := AgentBin(cfg)
 	if binErr != nil {
 		add("agent", Fail, binErr.Error(), "run `make build` (builds bin/clawpen and bin/clawpen-agent)")
@@ -113,6 +111,9 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 
 	fs = append(fs, allowlistFinding(cfg, slog.New(slog.DiscardHandler)))
 	fs = append(fs, profilesFinding(ctx, cfg))
+	if f, ok := toolsFinding(cfg); ok {
+		fs = append(fs, f)
+	}
 	for _, name := range cfg.PassEnv {
 		if config.LooksSecret(name) {
 			add("env", Warn, fmt.Sprintf("CLAWPEN_SANDBOX_ENV lists %s, which looks like a secret; it is NOT passed into sandboxes", name),
@@ -434,13 +435,8 @@ func sandboxUserFinding(cfg config.Config, uid, gid int, err error) Finding {
 
 // loginShellOf is uid's shell from /etc/passwd when it allows logins.
 func loginShellOf(uid int) (string, bool) {
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		return "", false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) == 7 && f[2] == strconv.Itoa(uid) {
+	for _, f := range colonFile("/etc/passwd", 7) {
+		if f[2] == strconv.Itoa(uid) {
 			return f[6], !noLogin(f[6])
 		}
 	}
@@ -491,4 +487,25 @@ func cgroupFinding(cfg config.Config) Finding {
 		f.Verdict, f.Detail, f.Fix = Warn, "made a trial cgroup but could not remove it: "+err.Error(), "remove it by hand (rmdir)"
 	}
 	return f
+}
+
+// toolsFinding says, where bridge tools are defined, whether a call can be
+// contained here: each runs in a cgroup scope of its own, and a host where
+// none can be made refuses every call.
+func toolsFinding(cfg config.Config) (Finding, bool) {
+	n := len(tools.NewDir(cfg.ToolsDir).Load().Tools)
+	if n == 0 {
+		return Finding{}, false
+	}
+	f := Finding{Name: "tools"}
+	s, err := cgroup.NewScope("clawpen-doctor")
+	if err != nil {
+		f.Verdict, f.Detail = Warn, fmt.Sprintf("%d bridge tools, but every call will be refused: %v", n, err) // the error names the fix
+		return f, true
+	}
+	f.Verdict, f.Detail = OK, fmt.Sprintf("%d bridge tools; each call in a cgroup of its own under %s", n, filepath.Dir(s.Dir()))
+	if err := s.Close(); err != nil {
+		f.Verdict, f.Detail, f.Fix = Warn, "made a trial cgroup but could not remove it: "+err.Error(), "remove it by hand (rmdir)"
+	}
+	return f, true
 }

@@ -100,3 +100,16 @@ func TestProviderFinding(t *testing.T) {
 		})
 	}
 }
+
+// Where bridge tools are defined, doctor says whether a call can be
+// contained in a cgroup here (a host that cannot make one refuses calls).
+func TestToolsFinding(t *testing.T) {
+	dir := t.TempDir()
+	_, ok := toolsFinding(config.Config{ToolsDir: dir})
+	assert.False(t, ok, "no tools, no finding")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.md"), []byte("---\nname: t\ndescription: x\ncommand: [/bin/true]\n---\n"), 0o600))
+	f, ok := toolsFinding(config.Config{ToolsDir: dir})
+	require.True(t, ok)
+	assert.Equal(t, OK, f.Verdict, "%+v", f)
+	assert.Contains(t, f.Detail, "1 bridge tools; each call in a cgroup of its own under /sys/fs/cgroup")
+}

@@ -53,6 +53,7 @@ type hostMetrics struct {
 
 	received     *prometheus.CounterVec
 	sends        *prometheus.CounterVec
+	recordFails  prometheus.Counter
 	runs         *prometheus.CounterVec
 	runDuration  *prometheus.HistogramVec
 	sandboxStart *prometheus.HistogramVec
@@ -74,6 +75,9 @@ type metricSources struct {
 	// Outbox is the undelivered outgoing messages and the time the oldest
 	// was queued (zero when none).
 	Outbox func(ctx context.Context) (n int, oldest time.Time, err error)
+	// Unrecorded is the outgoing messages sent whose record as sent the
+	// database has refused so far.
+	Unrecorded func() int
 }
 
 // newHostMetrics makes the collectors and registers them, with the Go runtime and
@@ -90,6 +94,10 @@ func newHostMetrics(o metricOptions) *hostMetrics {
 			Name: "clawpen_telegram_sends_total",
 			Help: "Attempts to send an outbox message to Telegram by result: sent, throttled (429, retried), failed (retried), dropped.",
 		}, []string{"result"}),
+		recordFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clawpen_outbox_record_failures_total",
+			Help: "Failed attempts to record an outbox message as sent (or given up) after delivery was done with it: the database refused. Only the record is retried; while the host runs the message is not sent again.",
+		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clawpen_agent_runs_total",
 			Help: "Sandboxed agent invocations that ended, by backend and outcome (ok, failed: non-zero exit, timeout, output_limit, error: the sandbox could not run).",
@@ -125,7 +133,7 @@ func newHostMetrics(o metricOptions) *hostMetrics {
 			Help: "Model tokens used through the host's proxy, by group folder and direction (input, cache reads and writes included; output).",
 		}, []string{"group", "direction"}),
 	}
-	m.reg.MustRegister(m.received, m.sends, m.runs, m.runDuration, m.sandboxStart, m.running, m.warm, m.ipcRefusals, m.decisions, m.tokens,
+	m.reg.MustRegister(m.received, m.sends, m.recordFails, m.runs, m.runDuration, m.sandboxStart, m.running, m.warm, m.ipcRefusals, m.decisions, m.tokens,
 		stateCollector{m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -186,6 +194,14 @@ func (m *hostMetrics) Sent(result string) {
 	m.sends.WithLabelValues(result).Inc()
 }
 
+// RecordFailed counts a failed attempt to record an outbox message as sent.
+func (m *hostMetrics) RecordFailed() {
+	if m == nil {
+		return
+	}
+	m.recordFails.Inc()
+}
+
 // IPCRefused counts a refused agent request of operation op.
 func (m *hostMetrics) IPCRefused(op string) {
 	if m == nil {
@@ -237,7 +253,9 @@ var (
 	queueDesc = prometheus.NewDesc("clawpen_queue_waiting_runs",
 		"Agent runs (a group's pending messages or a due task) waiting for their turn.", nil, nil)
 	outboxDesc = prometheus.NewDesc("clawpen_outbox_pending_messages",
-		"Outgoing messages stored but not yet accepted by Telegram.", nil, nil)
+		"Outgoing messages stored but not yet recorded as sent (clawpen_outbox_unrecorded_messages of them were sent).", nil, nil)
+	unrecordedDesc = prometheus.NewDesc("clawpen_outbox_unrecorded_messages",
+		"Outgoing messages sent (or given up) whose record as sent the database refuses so far; they are not sent again while the host runs.", nil, nil)
 	outboxAgeDesc = prometheus.NewDesc("clawpen_outbox_oldest_age_seconds",
 		"Age of the oldest undelivered outgoing message; 0 when the outbox is empty.", nil, nil)
 )
@@ -246,6 +264,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDesc
 	ch <- outboxDesc
 	ch <- outboxAgeDesc
+	ch <- unrecordedDesc
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -254,6 +273,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Unlock()
 	if s.Queue != nil {
 		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(s.Queue()))
+	}
+	if s.Unrecorded != nil {
+		ch <- prometheus.MustNewConstMetric(unrecordedDesc, prometheus.GaugeValue, float64(s.Unrecorded()))
 	}
 	if s.Outbox != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -22,7 +22,9 @@ func newTest() *hostMetrics {
 func TestMetricsPassLint(t *testing.T) {
 	m := newTest()
 	m.Watch(metricSources{Queue: func() int { return 2 },
-		Outbox: func(context.Context) (int, time.Time, error) { return 1, time.Now().Add(-time.Minute), nil }})
+		Outbox:     func(context.Context) (int, time.Time, error) { return 1, time.Now().Add(-time.Minute), nil },
+		Unrecorded: func() int { return 1 }})
+	m.RecordFailed()
 	m.Received("triggered")
 	m.Sent("throttled")
 	m.IPCRefused("send_message")
@@ -50,6 +52,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *hostMetrics
 	m.Received("main")
 	m.Sent("sent")
+	m.RecordFailed()
 	m.IPCRefused("send_message")
 	m.Watch(metricSources{})
 	assert.Nil(t, m.Sandbox(nil))
@@ -61,16 +64,20 @@ func TestOutboxAgeAndQueueAreReadAtScrape(t *testing.T) {
 	m.Watch(metricSources{Queue: func() int { return n },
 		Outbox: func(context.Context) (int, time.Time, error) {
 			return n, time.Now().Add(-time.Duration(n) * time.Minute), nil
-		}})
+		},
+		Unrecorded: func() int { return n - 1 }})
 	n = 3
+	m.RecordFailed()
 	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
 # HELP clawpen_queue_waiting_runs Agent runs (a group's pending messages or a due task) waiting for their turn.
 # TYPE clawpen_queue_waiting_runs gauge
 clawpen_queue_waiting_runs 3
-# HELP clawpen_outbox_pending_messages Outgoing messages stored but not yet accepted by Telegram.
+# HELP clawpen_outbox_pending_messages Outgoing messages stored but not yet recorded as sent (clawpen_outbox_unrecorded_messages of them were sent).
 # TYPE clawpen_outbox_pending_messages gauge
 clawpen_outbox_pending_messages 3
 `), "clawpen_queue_waiting_runs", "clawpen_outbox_pending_messages"))
+	assert.Equal(t, 2.0, gatherValue(t, m, "clawpen_outbox_unrecorded_messages"))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.recordFails))
 	age := gatherValue(t, m, "clawpen_outbox_oldest_age_seconds")
 	assert.InDelta(t, 180, age, 5)
 }

@@ -33,7 +33,7 @@ func newMetrics(cfg config.Config) *hostMetrics {
 // answered within the last poll window (so messages arrive), and a sandbox
 // backend was found (agents can run).
 func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, h *Host, backend runner.Sandbox, log *slog.Logger) (wait func(), err error) {
-	m.Watch(metricSources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats})
+	m.Watch(metricSources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats, Unrecorded: h.Router.Unrecorded})
 	_, noSandbox := backend.(unavailable)
 	checks := []readyCheck{
 		{Name: "store", Run: h.store.Writable},

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/retry"
 	"github.com/clawpen/clawpen/internal/router"
 	"github.com/clawpen/clawpen/internal/store"
@@ -21,18 +22,18 @@ const (
 	pruneBreak = 50 * time.Millisecond
 )
 
-// pruneLoop prunes what is older than retention until ctx is done: the
+// pruneLoop prunes what is older than the retention until ctx is done: the
 // stored history, and the files users sent into each group's inbox.
-func pruneLoop(ctx context.Context, st *store.Store, groupsDir string, retention time.Duration, log *slog.Logger) {
+func (h *Host) pruneLoop(ctx context.Context) {
 	for {
-		before := time.Now().Add(-retention)
-		p, err := pruneOnce(ctx, st, before, pruneBatch, pruneBreak)
+		before := time.Now().Add(-h.retention)
+		p, err := pruneOnce(ctx, h.store, before, pruneBatch, pruneBreak)
 		if err != nil && ctx.Err() == nil {
-			log.Error("prune old history", "err", err)
+			h.log.Error("prune old history", "err", err)
 		}
-		files := pruneInboxes(ctx, st, groupsDir, before, log)
+		files := pruneInboxes(ctx, h.store, h.groupsDir, h.sandboxUser, before, h.log)
 		if p.Total() > 0 || files > 0 {
-			log.Info("pruned old history", "messages", p.Messages, "task_runs", p.TaskRuns, "audit", p.Audit, "commands", p.Commands,
+			h.log.Info("pruned old history", "messages", p.Messages, "task_runs", p.TaskRuns, "audit", p.Audit, "commands", p.Commands,
 				"inbox_files", files)
 		}
 		if retry.Sleep(ctx, pruneEvery) != nil {
@@ -43,9 +44,10 @@ func pruneLoop(ctx context.Context, st *store.Store, groupsDir string, retention
 
 // pruneInboxes removes the inbox files of every registered group fetched
 // before before (and before the group's oldest message no run has handled
-// yet), and returns how many it removed. A group whose inbox
-// cannot be pruned safely (a symlink in its path) keeps it, with a warning.
-func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, before time.Time, log *slog.Logger) int {
+// yet), with the sandbox user's rights (u), and returns how many it
+// removed. A group whose inbox cannot be pruned safely (a symlink in its
+// path) keeps it, with a warning.
+func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, u beneath.User, before time.Time, log *slog.Logger) int {
 	groups, err := st.ListGroups(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -66,7 +68,7 @@ func pruneInboxes(ctx context.Context, st *store.Store, groupsDir string, before
 		if ok && pending.Truncate(time.Second).Before(cutoff) {
 			cutoff = pending.Truncate(time.Second)
 		}
-		n, err := router.PruneInbox(filepath.Join(groupsDir, g.Folder, "inbox"), cutoff)
+		n, err := router.PruneInbox(u, filepath.Join(groupsDir, g.Folder), cutoff)
 		total += n
 		if err != nil {
 			log.Warn("inbox not pruned", "group", g.Folder, "err", err)

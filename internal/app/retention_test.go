@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/store"
 )
@@ -69,7 +70,7 @@ func TestPruneInboxesKeepsWhatARunNeeds(t *testing.T) {
 	quiet := file("quiet", old, 1)
 	add(-2, 1, old) // a group that never ran
 
-	n := pruneInboxes(ctx, st, groups, now.AddDate(0, 0, -90), slog.New(slog.DiscardHandler))
+	n := pruneInboxes(ctx, st, groups, beneath.User{}, now.AddDate(0, 0, -90), slog.New(slog.DiscardHandler))
 	assert.Equal(t, 1, n)
 	assert.NoFileExists(t, answered)
 	assert.FileExists(t, pendingOld)

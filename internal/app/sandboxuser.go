@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/config"
 )
 
@@ -39,6 +40,18 @@ func SandboxUser(name string) (uid, gid int, err error) {
 	}
 	defer f.Close()
 	return sandboxUserFrom(f, name)
+}
+
+// SandboxRights is the sandbox user named name as the host acts with its
+// rights in the trees sandboxes write (beneath.User): the host's own on a
+// host that is not root, or when there is no usable user (then no sandbox
+// runs at all).
+func SandboxRights(name string) beneath.User {
+	uid, gid, err := SandboxUser(name)
+	if err != nil {
+		return beneath.User{}
+	}
+	return beneath.User{UID: uid, GID: gid}
 }
 
 // sandboxUserFrom looks name up in a passwd file and checks that it is fit

@@ -32,7 +32,7 @@ const bridgeCallTarget = 3 * time.Millisecond
 // bridgeCall measures a host bridge tool call as an agent makes it: POST
 // /ipc/host_tool on a real host socket, the operations service finding the
 // tool in its directory (a stat of the files), authorizing, checking the
-// arguments, running /bin/true in its own process group, writing the audit
+// arguments, running /bin/true in a cgroup of its own, writing the audit
 // row to a real SQLite database, and the answer read back; beside the bare
 // fork-exec of /bin/true from this process.
 func bridgeCall(ctx context.Context, o Options) Section {
@@ -114,7 +114,7 @@ func bridgeCall(ctx context.Context, o Options) Section {
 	s.fillRatios()
 	s.Notes = []string{
 		"fork-exec: exec.Command(\"/bin/true\").Run() from this process.",
-		"bridge call: one keep-alive HTTP connection on a real host socket, as clawpen-agent's client; the host re-reads the tools dir's state, authorizes, validates the arguments, runs /bin/true (own process group, clean env, capped pipes) and writes the audit row to SQLite.",
+		"bridge call: one keep-alive HTTP connection on a real host socket, as clawpen-agent's client; the host re-reads the tools dir's state, authorizes, validates the arguments, runs /bin/true (a cgroup of its own, clean env, capped pipes) and writes the audit row to SQLite.",
 	}
 	return s
 }

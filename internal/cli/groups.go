@@ -69,7 +69,7 @@ func (s *session) ops(ctx context.Context) (*ops.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ops.New(ops.Config{Store: st, GroupsDir: s.cfg.GroupsDir, Loc: s.cfg.TZ, MinInterval: s.cfg.MinInterval,
+	return ops.New(ops.Config{Store: st, GroupsDir: s.cfg.GroupsDir, SandboxUser: app.SandboxRights(s.cfg.SandboxUser), Loc: s.cfg.TZ, MinInterval: s.cfg.MinInterval,
 		Mounts: app.MountPolicy(s.cfg, slog.New(slog.DiscardHandler)), Profiles: s.cfg.Profiles,
 		Tools: tools.NewDir(s.cfg.ToolsDir), ToolEnv: s.cfg.ToolEnv, Logger: s.log}), nil
 }

@@ -76,6 +76,7 @@ type egress struct {
 	ask      func(ctx context.Context, host string, port int) (string, error) // egress_ask: nil when off
 	lim      EgressLimits
 	resolver Resolver
+	own      func() ([]netip.Addr, error)
 	open     *semaphore.Weighted
 	total    atomic.Int64
 	budget   atomic.Int64 // bytes left
@@ -85,14 +86,18 @@ type egress struct {
 	conns      map[net.Conn]struct{} // open connections, both sides: Close cuts them
 	closed     bool
 	audited    int
-	suppressed [2]int // allowed, denied
+	suppressed map[string]int // decision → how many past maxEgressAudited
 }
 
 func newEgress(s *Server, cfg Config) *egress {
 	lim := cfg.Egress.withDefaults()
-	e := &egress{s: s, lim: lim, resolver: cfg.Resolver, open: semaphore.NewWeighted(int64(lim.MaxConns)), conns: map[net.Conn]struct{}{}}
+	e := &egress{s: s, lim: lim, resolver: cfg.Resolver, open: semaphore.NewWeighted(int64(lim.MaxConns)),
+		conns: map[net.Conn]struct{}{}, suppressed: map[string]int{}}
 	if e.resolver == nil {
 		e.resolver = net.DefaultResolver
+	}
+	if e.own = cfg.HostAddrs; e.own == nil {
+		e.own = interfaceAddrs
 	}
 	if cfg.Profile.EgressAsk {
 		e.ask = cfg.AskEgress
@@ -104,6 +109,26 @@ func newEgress(s *Server, cfg Config) *egress {
 		s.log.Error("egress entry ignored; it allows nothing", "err", err)
 	}
 	return e
+}
+
+// interfaceAddrs lists the addresses of the host's network interfaces as
+// they are at this moment (one netlink dump, about 0.1 ms): read at each
+// decision rather than cached, since they change (DHCP, docker0, a VPN
+// coming up), so that what is checked is what the host has when it dials.
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
 }
 
 // isEgress reports whether r is a proxy request rather than one of the
@@ -365,11 +390,7 @@ func (e *egress) record(decision, target, reason string) {
 	e.audited++
 	first := e.audited <= maxEgressAudited
 	if !first {
-		if decision == "allow" {
-			e.suppressed[0]++
-		} else {
-			e.suppressed[1]++
-		}
+		e.suppressed[decision]++
 	}
 	e.mu.Unlock()
 	if decision == "allow" {
@@ -383,19 +404,22 @@ func (e *egress) record(decision, target, reason string) {
 }
 
 // close cuts every open egress connection and records the decisions left
-// uncounted.
+// uncounted, one row for each decision (allowed ones under "allow").
 func (e *egress) close() {
 	e.mu.Lock()
 	e.closed = true
 	conns := e.conns
 	e.conns = map[net.Conn]struct{}{}
 	n := e.suppressed
+	e.suppressed = map[string]int{}
 	e.mu.Unlock()
 	for c := range conns {
 		_ = c.Close()
 	}
-	if n[0]+n[1] > 0 {
-		e.s.auditDecision("egress", "deny", "", fmt.Sprintf("%d more egress decisions in this run, not recorded one by one (%d allowed, %d refused)", n[0]+n[1], n[0], n[1]))
+	for _, d := range []struct{ decision, verb string }{{"allow", "allowed"}, {"deny", "refused"}, {"error", "failed"}} {
+		if n[d.decision] > 0 {
+			e.s.auditDecision("egress", d.decision, "", fmt.Sprintf("%d more egress requests %s in this run, not recorded one by one", n[d.decision], d.verb))
+		}
 	}
 }
 

@@ -21,13 +21,13 @@ func (e *egress) decide(ctx context.Context, t egressTarget) ([]netip.Addr, egre
 	lctx, cancel := context.WithTimeout(ctx, e.lim.DialTimeout)
 	defer cancel()
 	if _, _, listed := e.policy.match(t); listed || e.ask == nil || !e.policy.network {
-		return e.policy.decide(lctx, e.resolver, t)
+		return e.policy.decide(lctx, e.resolver, e.own, t)
 	}
 	asked := egressPolicy{network: true, rules: []egressRule{{text: "the owner", any: true, port: t.Port}}}
 	if t.IP.IsValid() && e.policy.listsAddr(t.IP) {
 		asked.rules = append([]egressRule{{text: "the owner", ip: t.IP, port: t.Port}}, asked.rules...)
 	}
-	addrs, _, err := asked.decide(lctx, e.resolver, t)
+	addrs, _, err := asked.decide(lctx, e.resolver, e.own, t)
 	if err != nil {
 		return nil, egressRule{}, err
 	}

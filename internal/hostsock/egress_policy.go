@@ -265,9 +265,11 @@ func deny(format string, a ...any) error { return &denial{fmt.Sprintf(format, a.
 
 // decide checks t against the policy and answers the addresses to dial:
 // the literal itself, or what the host resolved the name to, once (no
-// second lookup at dial time, so a rebinding name cannot redirect it). A
-// *denial is a refusal; any other error is a failed lookup.
-func (p egressPolicy) decide(ctx context.Context, res Resolver, t egressTarget) ([]netip.Addr, egressRule, error) {
+// second lookup at dial time, so a rebinding name cannot redirect it). own
+// lists the host's own addresses as they are now: those are the host
+// itself, reached by an entry naming exactly that address only, as
+// loopback is. A *denial is a refusal; any other error is a failed lookup.
+func (p egressPolicy) decide(ctx context.Context, res Resolver, own func() ([]netip.Addr, error), t egressTarget) ([]netip.Addr, egressRule, error) {
 	if !p.network {
 		return nil, egressRule{}, deny("this group's sandbox profile has no network")
 	}
@@ -276,8 +278,16 @@ func (p egressPolicy) decide(ctx context.Context, res Resolver, t egressTarget) 
 		return nil, rule, deny("%s is not in this group's egress list", t)
 	}
 	if t.IP.IsValid() {
-		if class := nonPublic(t.IP); class != "" && !literal {
+		if literal {
+			return []netip.Addr{t.IP.Unmap()}, rule, nil
+		}
+		if class := nonPublic(t.IP); class != "" {
 			return nil, rule, deny("%s is %s address; only an egress entry naming exactly that address allows it", t, article(class))
+		}
+		if _, mine, err := hostOwns(own, []netip.Addr{t.IP}); err != nil {
+			return nil, rule, err
+		} else if mine {
+			return nil, rule, deny("%s is an address of this host; only an egress entry naming exactly that address allows it", t)
 		}
 		return []netip.Addr{t.IP.Unmap()}, rule, nil
 	}
@@ -297,7 +307,37 @@ func (p egressPolicy) decide(ctx context.Context, res Resolver, t egressTarget) 
 		}
 		out = append(out, a.Unmap())
 	}
+	if a, mine, err := hostOwns(own, out); err != nil {
+		return nil, rule, err
+	} else if mine {
+		return nil, rule, deny("%s resolves to %s, an address of this host", t.Host, a)
+	}
 	return out, rule, nil
+}
+
+// hostOwns finds the first of addrs (public addresses: the others are
+// refused before) that is one of the host's own, listed by own once, now.
+// Mapped and NAT64 forms are judged as the IPv4 address they carry, as in
+// nonPublic.
+func hostOwns(own func() ([]netip.Addr, error), addrs []netip.Addr) (netip.Addr, bool, error) {
+	mine, err := own()
+	if err != nil {
+		return netip.Addr{}, false, fmt.Errorf("cannot list this host's own addresses: %w", err)
+	}
+	for _, a := range addrs {
+		a = a.Unmap().WithZone("")
+		b := a
+		if nat64.Contains(a) {
+			x := a.As16()
+			b = netip.AddrFrom4([4]byte(x[12:]))
+		}
+		for _, m := range mine {
+			if m = m.Unmap().WithZone(""); m == a || m == b {
+				return a, true, nil
+			}
+		}
+	}
+	return netip.Addr{}, false, nil
 }
 
 // article puts "a" or "an" before an address class.

@@ -165,13 +165,19 @@ func TestEgressDecide(t *testing.T) {
 		"nat64.evil.test":  {"64:ff9b::7f00:1"},
 		"cgnat.evil.test":  {"100.64.1.1"},
 		"pypi.org":         {"151.101.0.223"},
+		"own.example.net":  {"93.184.216.99"},
+		"half-own.test":    {"93.184.215.14", "2606:2800::99"},
 	}
+	// This host's own interfaces: public addresses, as a server's may be.
+	own := hostAddrs("93.184.216.99", "2606:2800::99", "127.0.0.1", "10.0.0.5")
 	entries := []string{"example.org", "*.example.org:443", "*.github.com", "127.0.0.2:8443", "[::1]:9000",
 		"localhost", "rebind.evil.test", "meta.evil.test", "mapped.evil.test", "nat64.evil.test", "cgnat.evil.test",
 		"10.0.0.7", "169.254.169.254:80"}
 	p, errs := newEgressPolicy(true, entries)
 	require.Empty(t, errs)
 	any, errs := newEgressPolicy(true, []string{"*"})
+	require.Empty(t, errs)
+	ownListed, errs := newEgressPolicy(true, []string{"*", "93.184.216.99:443", "[2606:2800::99]:80"})
 	require.Empty(t, errs)
 	none, _ := newEgressPolicy(false, entries)
 
@@ -216,12 +222,23 @@ func TestEgressDecide(t *testing.T) {
 		{"star: multicast", any, "224.0.0.1:80", nil, "multicast address"},
 		{"star: localhost", any, "localhost:80", nil, "loopback address"},
 		{"no network", none, "example.org:443", nil, "has no network"},
+		// The host's own public addresses are the host, as loopback is.
+		{"star: own address", any, "93.184.216.99:443", nil, "93.184.216.99:443 is an address of this host"},
+		{"star: own IPv6 address", any, "[2606:2800::99]:80", nil, "an address of this host"},
+		{"star: own address, mapped", any, "[::ffff:93.184.216.99]:443", nil, "an address of this host"},
+		{"star: own address, NAT64", any, "[64:ff9b::5db8:d863]:443", nil, "an address of this host"},
+		{"star: name resolving to an own address", any, "own.example.net:443", nil, "own.example.net resolves to 93.184.216.99, an address of this host"},
+		{"star: name resolving partly to an own address", any, "half-own.test:80", nil, "2606:2800::99, an address of this host"},
+		{"star: another public address", any, "93.184.216.98:443", []string{"93.184.216.98"}, ""},
+		{"own address listed exactly", ownListed, "93.184.216.99:443", []string{"93.184.216.99"}, ""},
+		{"own IPv6 address listed exactly", ownListed, "[2606:2800::99]:80", []string{"2606:2800::99"}, ""},
+		{"own address listed on another port", ownListed, "93.184.216.99:80", nil, "an address of this host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			target, err := parseAuthority(tt.target)
 			require.NoError(t, err)
-			addrs, _, err := tt.policy.decide(context.Background(), res, target)
+			addrs, _, err := tt.policy.decide(context.Background(), res, own, target)
 			if tt.want == nil {
 				var d *denial
 				require.ErrorAs(t, err, &d, "allowed: %v", addrs)
@@ -239,11 +256,31 @@ func TestEgressDecide(t *testing.T) {
 
 	t.Run("unresolvable name is an error, not a grant", func(t *testing.T) {
 		q, _ := newEgressPolicy(true, []string{"gone.example.org"})
-		_, _, err := q.decide(context.Background(), res, egressTarget{Host: "gone.example.org", Port: 443})
+		_, _, err := q.decide(context.Background(), res, own, egressTarget{Host: "gone.example.org", Port: 443})
 		require.Error(t, err)
 		var d *denial
 		assert.False(t, errors.As(err, &d))
 	})
+
+	t.Run("own addresses that cannot be listed are an error, not a grant", func(t *testing.T) {
+		broken := func() ([]netip.Addr, error) { return nil, errors.New("netlink: no") }
+		for _, target := range []egressTarget{{IP: netip.MustParseAddr("93.184.216.98"), Port: 443}, {Host: "pypi.org", Port: 443}} {
+			addrs, _, err := any.decide(context.Background(), res, broken, target)
+			require.Error(t, err, "allowed: %v", addrs)
+			assert.Contains(t, err.Error(), "netlink: no")
+		}
+	})
+}
+
+// hostAddrs is a fixed list of the host's own addresses.
+func hostAddrs(as ...string) func() ([]netip.Addr, error) {
+	return func() ([]netip.Addr, error) {
+		var out []netip.Addr
+		for _, a := range as {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out, nil
+	}
 }
 
 func TestEgressRuleParse(t *testing.T) {

@@ -445,3 +445,35 @@ func TestEgressCannotStarveModelOrIPC(t *testing.T) {
 		})
 	}
 }
+
+// Past the per-run audit cap, decisions are written as one row per
+// decision when the socket closes, each under its own label: allowed
+// connections are not recorded as refusals.
+func TestEgressSummaryRowsByDecision(t *testing.T) {
+	addr := upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	s, audit := egressServer(t, []string{addr, "127.0.0.1:1"}, EgressLimits{}, nil)
+	c := proxyClient(s)
+	get := func(target string, status int) {
+		resp, err := c.Get("http://" + target + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode, target)
+	}
+	for range maxEgressAudited {
+		get(addr, http.StatusOK)
+	}
+	for range 3 {
+		get(addr, http.StatusOK)
+	}
+	for range 2 {
+		get("127.0.0.3:1", http.StatusForbidden) // not listed
+	}
+	get("127.0.0.1:1", http.StatusBadGateway) // listed, nothing listens
+	require.Len(t, audit.egressLines(), maxEgressAudited)
+	require.NoError(t, s.Close())
+	assert.Equal(t, []string{
+		"allow 3 more egress requests allowed in this run, not recorded one by one",
+		"deny 2 more egress requests refused in this run, not recorded one by one",
+		"error 1 more egress requests failed in this run, not recorded one by one",
+	}, audit.egressLines()[maxEgressAudited:])
+}

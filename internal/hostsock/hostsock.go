@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -88,9 +89,12 @@ type Config struct {
 	Logger *slog.Logger
 	Limits Limits
 	// Egress bounds the egress proxy of a run whose Profile has network;
-	// Resolver resolves its host names (default net.DefaultResolver).
-	Egress   EgressLimits
-	Resolver Resolver
+	// Resolver resolves its host names (default net.DefaultResolver);
+	// HostAddrs lists the host's own addresses, asked at each decision that
+	// would dial a public address (default: its interfaces' addresses now).
+	Egress    EgressLimits
+	Resolver  Resolver
+	HostAddrs func() ([]netip.Addr, error)
 	// AskEgress, when the Profile says egress_ask, is asked about a
 	// destination its egress list does not hold (egress_ask.go): the owner,
 	// or the owner's earlier "allow for the group". It answers who allowed

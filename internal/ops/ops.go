@@ -56,8 +56,11 @@ const (
 
 // Config is what the service works on.
 type Config struct {
-	Store       *store.Store
-	GroupsDir   string         // resolved (config): a group's folder is made below it
+	Store     *store.Store
+	GroupsDir string // resolved (config): a group's folder is made below it
+	// SandboxUser is whose rights send_file opens a sandbox's path with
+	// (zero: the host's own, as on a host that is not root).
+	SandboxUser beneath.User
 	Loc         *time.Location // the time zone of schedules and shown times
 	MinInterval time.Duration  // the shortest interval a task may repeat at
 	// Mounts checks the extra mounts a registration asks for; nil refuses

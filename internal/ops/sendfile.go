@@ -2,11 +2,13 @@ package ops
 
 // send_file: a file from the sandbox's view goes to a chat. The path is the
 // agent's, so it is mapped to the host by the host (the group's folder, or
-// one of its extra mounts as they are allowed now) and opened with openat2
-// beneath that directory, through no symlink (package beneath): what the
-// open reaches is what the sandbox itself could reach at that path, never a
-// link's target. The bytes are copied into the store at once, so a later
-// change of the file (or a swap) cannot change what is sent.
+// one of its extra mounts as they are allowed now), whose root the host
+// opens; the name below it is opened with openat2 beneath that root,
+// through no symlink (package beneath), and with the sandbox user's rights
+// (beneath.User): what the open reaches is what the sandbox itself could
+// read at that path, never a link's target nor a file only the host may
+// read. The bytes are copied into the store at once, so a later change of
+// the file (or a swap) cannot change what is sent.
 
 import (
 	"cmp"
@@ -83,7 +85,7 @@ func (s *Service) SendFile(ctx context.Context, c domain.Caller, sandboxPath, ca
 		case <-ctx.Done():
 			return FileSent{}, ctx.Err()
 		}
-		data, err := readBeneath(dir, rel, masks, sandboxPath)
+		data, err := readBeneath(s.cfg.SandboxUser, dir, rel, masks, sandboxPath)
 		if err != nil {
 			return FileSent{}, err
 		}
@@ -142,22 +144,35 @@ func cutDir(p, dir string) (string, bool) {
 	return rest, ok
 }
 
-// readBeneath reads the regular file rel below dir: no symlink in any
-// component, nothing masked, no FIFO or device (opened O_NONBLOCK so a FIFO
-// without a writer cannot hang the open), at most MaxSendFile bytes.
-func readBeneath(dir, rel string, masks []string, shown string) ([]byte, error) {
-	full := filepath.Join(dir, rel)
+// readBeneath reads, with u's rights, the regular file rel below root (a
+// directory, or the file itself when rel is "."; a mount may be one file):
+// no symlink in any component, nothing masked, no FIFO or device (opened
+// O_NONBLOCK so a FIFO without a writer cannot hang the open), at most
+// MaxSendFile bytes.
+func readBeneath(u beneath.User, root, rel string, masks []string, shown string) ([]byte, error) {
+	full := filepath.Join(root, rel)
 	for _, m := range masks {
 		if full == m || strings.HasPrefix(full, m+"/") {
 			return nil, denied{reason: fmt.Sprintf("%s is hidden from the sandbox", shown)}
 		}
 	}
-	dfd, err := beneath.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	// The root is the host's to open: the sandbox reaches it through a
+	// bind, whatever lies above it on the host.
+	rfd, err := beneath.Open(root, unix.O_PATH, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", root, err)
 	}
-	defer unix.Close(dfd)
-	fd, err := beneath.Openat(dfd, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	defer unix.Close(rfd)
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd := -1
+	err = u.Do(func() (err error) {
+		if rel == "." {
+			fd, err = beneath.Reopen(rfd, flags)
+		} else {
+			fd, err = beneath.Openat(rfd, rel, flags, 0)
+		}
+		return err
+	})
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		return nil, denied{reason: fmt.Sprintf("%s has a symlink in its path; send_file follows none", shown)}
@@ -166,7 +181,9 @@ func readBeneath(dir, rel string, masks []string, shown string) ([]byte, error) 
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return nil, bad("no file at %s", shown)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return nil, denied{reason: fmt.Sprintf("%s cannot be read", shown)}
+		return nil, denied{reason: fmt.Sprintf("%s cannot be read by the sandbox", shown)}
+	case errors.Is(err, unix.ENXIO): // a socket
+		return nil, denied{reason: fmt.Sprintf("%s is not a regular file", shown)}
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", full, err)
 	}

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/mounts"
 )
@@ -219,4 +221,126 @@ func BenchmarkSendFile20MB(b *testing.B) {
 			require.NoError(b, st.MarkSent(context.Background(), o.ID))
 		}
 	}
+}
+
+// send_file reads with the sandbox user's rights, not the host's: what the
+// sandbox cannot read at a path (a root-only file, a file in a root-only
+// directory whose name it guesses, a file only root's group may read) is
+// refused as denied and audited, in its folder and in an extra mount, also
+// when the mount is one file; what it can read is sent.
+func TestSendFileOnlyWhatTheSandboxCanRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a host that is not root runs its sandboxes as itself")
+	}
+	sandboxUser := beneath.User{UID: 4713, GID: 4714} // any ids a root host can take
+	h, st := setup(t)
+	h.cfg.SandboxUser = sandboxUser
+	root := t.TempDir()
+	share := filepath.Join(root, "share")
+	for _, f := range []struct {
+		path       string
+		mode       os.FileMode
+		sandboxOwn bool
+	}{
+		{filepath.Join(h.cfg.GroupsDir, "family/mine.txt"), 0o600, true},
+		{filepath.Join(h.cfg.GroupsDir, "family/root-only.txt"), 0o600, false},
+		{filepath.Join(h.cfg.GroupsDir, "family/root-group.txt"), 0o640, false},
+		{filepath.Join(h.cfg.GroupsDir, "family/private/inner.txt"), 0o644, false},
+		{filepath.Join(share, "public.txt"), 0o644, false},
+		{filepath.Join(share, "secret.txt"), 0o600, false},
+		{filepath.Join(share, "private/inner.txt"), 0o644, false},
+		{filepath.Join(root, "single.txt"), 0o644, false},
+		{filepath.Join(root, "single-secret.txt"), 0o600, false},
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(f.path), 0o755))
+		require.NoError(t, os.WriteFile(f.path, []byte("CONTENT of "+f.path), f.mode))
+		require.NoError(t, os.Chmod(f.path, f.mode))
+		if f.sandboxOwn {
+			require.NoError(t, os.Chown(f.path, sandboxUser.UID, sandboxUser.GID))
+		}
+	}
+	// The folder is the sandbox user's, as after any run; its private/ and
+	// share/private/ are root's, 0700.
+	require.NoError(t, os.Chown(filepath.Join(h.cfg.GroupsDir, "family"), sandboxUser.UID, sandboxUser.GID))
+	require.NoError(t, os.Chmod(filepath.Join(h.cfg.GroupsDir, "family/private"), 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(share, "private"), 0o700))
+	allow := filepath.Join(root, "allowlist.json")
+	require.NoError(t, os.WriteFile(allow, []byte(`{"allowedRoots":[{"path":"`+root+`","allowReadWrite":false}]}`), 0o644))
+	h.cfg.Mounts = mounts.NewPolicy(mounts.PolicyConfig{Allowlist: allow, DataDir: filepath.Join(root, "data"), GroupsDir: h.cfg.GroupsDir}, slog.New(slog.DiscardHandler))
+	require.NoError(t, st.PutGroup(context.Background(), domain.Group{ChatID: -100, Name: "Family", Folder: "family",
+		Mounts: []domain.MountRequest{
+			{HostPath: share, ContainerPath: "share", ReadOnly: true},
+			{HostPath: filepath.Join(root, "single.txt"), ContainerPath: "single", ReadOnly: true},
+			{HostPath: filepath.Join(root, "single-secret.txt"), ContainerPath: "single-secret", ReadOnly: true},
+		}}))
+
+	sent := 0
+	for _, c := range []struct {
+		path   string
+		status int
+		errSub string
+	}{
+		{"/workspace/group/mine.txt", 200, ""},
+		{"/workspace/group/root-only.txt", 403, "cannot be read by the sandbox"},
+		{"/workspace/group/root-group.txt", 403, "cannot be read by the sandbox"},
+		{"/workspace/group/private/inner.txt", 403, "cannot be read by the sandbox"},
+		{"/workspace/extra/share/public.txt", 200, ""},
+		{"/workspace/extra/share/secret.txt", 403, "cannot be read by the sandbox"},
+		{"/workspace/extra/share/private/inner.txt", 403, "cannot be read by the sandbox"},
+		{"/workspace/extra/single", 200, ""},
+		{"/workspace/extra/single-secret", 403, "cannot be read by the sandbox"},
+		{"/workspace/extra/single/below", 400, "no file at"},
+	} {
+		status, body := ask(t, h, familyID, "send_file", `{"path":"`+c.path+`"}`)
+		assert.Equal(t, c.status, status, "%s: %s", c.path, body)
+		assert.Contains(t, body, c.errSub, c.path)
+		if status == 200 {
+			sent++
+		}
+	}
+	pending, err := st.PendingOutbox(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, pending, sent, "only what the sandbox can read is queued")
+	for _, o := range pending {
+		data, err := st.OutboxFile(context.Background(), o.ID)
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), "secret", o.FileName)
+		assert.NotContains(t, string(data), "root-", o.FileName)
+		assert.NotContains(t, string(data), "inner", o.FileName)
+	}
+	assert.Equal(t, 6, strings.Count(auditText(t, st), "send_file deny"), "each refusal is audited")
+
+	// The host's own rights are back: the thread pool was not left changed.
+	for range 20 {
+		_, err := os.ReadFile(filepath.Join(h.cfg.GroupsDir, "family/root-only.txt"))
+		require.NoError(t, err)
+	}
+}
+
+// A mount of one file (not a directory) is sent like a file of a mounted
+// directory, as the sandbox sees it at /workspace/extra/<name>.
+func TestSendFileFromASingleFileMount(t *testing.T) {
+	h, st := setup(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "notes.txt")
+	require.NoError(t, os.WriteFile(file, []byte("single-file mount"), 0o644))
+	allow := filepath.Join(root, "allowlist.json")
+	require.NoError(t, os.WriteFile(allow, []byte(`{"allowedRoots":[{"path":"`+root+`","allowReadWrite":false}]}`), 0o644))
+	h.cfg.Mounts = mounts.NewPolicy(mounts.PolicyConfig{Allowlist: allow, DataDir: filepath.Join(root, "data"), GroupsDir: h.cfg.GroupsDir}, slog.New(slog.DiscardHandler))
+	require.NoError(t, st.PutGroup(context.Background(), domain.Group{ChatID: -100, Name: "Family", Folder: "family",
+		Mounts: []domain.MountRequest{{HostPath: file, ContainerPath: "notes", ReadOnly: true}}}))
+
+	status, body := ask(t, h, familyID, "send_file", `{"path":"/workspace/extra/notes"}`)
+	require.Equal(t, 200, status, body)
+	pending, err := st.PendingOutbox(context.Background())
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	data, err := st.OutboxFile(context.Background(), pending[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, "single-file mount", string(data))
+	assert.Equal(t, "notes", pending[0].FileName)
+
+	status, body = ask(t, h, familyID, "send_file", `{"path":"/workspace/extra/notes/x"}`)
+	assert.Equal(t, 400, status, body)
+	assert.Contains(t, body, "no file at")
 }

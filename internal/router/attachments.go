@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -112,7 +111,7 @@ func (r *Router) fetchFile(ctx context.Context, folder string, m domain.Message)
 		return &a
 	}
 	name := path.Base(a.Path)
-	if err := writeInbox(filepath.Join(r.cfg.GroupsDir, folder, "inbox"), name, data); err != nil {
+	if err := r.writeInbox(ctx, filepath.Join(r.cfg.GroupsDir, folder), name, data); err != nil {
 		r.log.Error("write inbox file", "group", folder, "name", name, "err", err)
 		a.Path, a.Note = "", "not fetched: the host could not store the file"
 	}
@@ -290,32 +289,41 @@ func extension(f *domain.InFile) string {
 	return "bin"
 }
 
-// writeInbox writes data as dir/name. The inbox is in a folder the
-// sandbox writes, so nothing in it is trusted: the directory is reached
-// through no symlink, the file is written under a temporary name (a FIFO
-// or link planted there is removed, not opened) and renamed into place.
-// The inbox and the file belong to whoever owns the group's folder (on a
-// root host, the sandbox user once the folder was handed over), so the
-// agent may read and remove them like the rest of its folder.
-func writeInbox(dir, name string, data []byte) error {
-	if err := beneath.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var owner unix.Stat_t
-	if err := beneath.Lstat(filepath.Dir(dir), &owner); err != nil {
-		return err
-	}
-	chown := os.Geteuid() == 0
-	dfd, err := beneath.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+// writeInbox writes data as inbox/name in the group's folder, with the
+// sandbox user's rights (beneath.User): the inbox is the sandbox's to
+// write, so the host does there only what the sandbox itself could, and
+// what it makes is the sandbox user's. The folder is handed to that user
+// first if it is not yet (a group that has not run). Nothing in it is
+// trusted: the inbox is reached through no symlink, the file is written
+// under a temporary name (a FIFO or link planted there is removed, not
+// opened) and renamed into place.
+func (r *Router) writeInbox(ctx context.Context, folder, name string, data []byte) error {
+	rep, err := r.cfg.SandboxUser.Own(ctx, folder, 0o755)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
-	if chown {
-		if err := unix.Fchownat(dfd, "", int(owner.Uid), int(owner.Gid), unix.AT_EMPTY_PATH); err != nil {
-			return fmt.Errorf("hand over %s: %w", dir, err)
-		}
+	if rep.Changed > 0 {
+		r.log.Info("handed a folder to the sandbox user", "path", folder, "entries", rep.Entries, "changed", rep.Changed,
+			"skipped", rep.Skipped, "cut_short", rep.CutShort)
 	}
+	root, err := beneath.Open(folder, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	return r.cfg.SandboxUser.Do(func() error { return writeBeneath(root, "inbox", name, data) })
+}
+
+// writeBeneath writes data as dir/name below root, making dir when missing.
+func writeBeneath(root int, dir, name string, data []byte) error {
+	if err := unix.Mkdirat(root, dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	dfd, err := beneath.Openat(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
 	tmp := "." + name + ".part"
 	if err := unix.Unlinkat(dfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("clear %s: %w", tmp, err)
@@ -323,12 +331,6 @@ func writeInbox(dir, name string, data []byte) error {
 	fd, err := beneath.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if chown {
-		if err := unix.Fchown(fd, int(owner.Uid), int(owner.Gid)); err != nil {
-			_ = unix.Close(fd)
-			return fmt.Errorf("hand over %s: %w", tmp, err)
-		}
 	}
 	for rest := data; len(rest) > 0; {
 		n, err := unix.Write(fd, rest)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 )
 
@@ -64,9 +65,10 @@ func TestWriteInboxTrustsNothingInTheFolder(t *testing.T) {
 	require.NoError(t, os.MkdirAll(group, 0o755))
 	outside := filepath.Join(root, "outside")
 	require.NoError(t, os.MkdirAll(outside, 0o755))
+	r := &Router{log: slog.New(slog.DiscardHandler)}
 
 	require.NoError(t, os.Symlink(outside, filepath.Join(group, "inbox")))
-	err := writeInbox(filepath.Join(group, "inbox"), "a.pdf", []byte("x"))
+	err := r.writeInbox(t.Context(), group, "a.pdf", []byte("x"))
 	require.Error(t, err)
 	assert.NoFileExists(t, filepath.Join(outside, "a.pdf"))
 
@@ -74,24 +76,45 @@ func TestWriteInboxTrustsNothingInTheFolder(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(group, "inbox"), 0o755))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(group, "inbox", ".a.pdf.part"), 0o644))
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(group, "inbox", "a.pdf")))
-	require.NoError(t, writeInbox(filepath.Join(group, "inbox"), "a.pdf", []byte("content")))
+	require.NoError(t, r.writeInbox(t.Context(), group, "a.pdf", []byte("content")))
 	fi, err := os.Lstat(filepath.Join(group, "inbox", "a.pdf"))
 	require.NoError(t, err)
 	assert.True(t, fi.Mode().IsRegular(), "the planted link was replaced, not followed")
 	b, err := os.ReadFile(filepath.Join(group, "inbox", "a.pdf"))
 	require.NoError(t, err)
 	assert.Equal(t, "content", string(b))
+}
 
-	// The file and the inbox belong to the folder's owner.
-	if os.Geteuid() == 0 {
-		require.NoError(t, os.Chown(group, 4321, 4321))
-		require.NoError(t, writeInbox(filepath.Join(group, "inbox"), "b.pdf", []byte("x")))
-		for _, p := range []string{filepath.Join(group, "inbox"), filepath.Join(group, "inbox", "b.pdf")} {
-			fi, err := os.Lstat(p)
-			require.NoError(t, err)
-			assert.Equal(t, uint32(4321), fi.Sys().(*syscall.Stat_t).Uid, p)
-		}
+// The host writes the inbox with the sandbox user's rights: a folder that is
+// not the user's yet is handed over first, and what is written is the
+// user's; an inbox the sandbox could not write to (root's) is not written
+// to, nor taken from its owner.
+func TestWriteInboxWithTheSandboxUsersRights(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a host that is not root acts with its own rights")
 	}
+	u := beneath.User{UID: 4321, GID: 4322}
+	r := &Router{cfg: Config{SandboxUser: u}, log: slog.New(slog.DiscardHandler)}
+	owner := func(p string) []uint32 {
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Lstat(p, &st))
+		return []uint32{st.Uid, st.Gid}
+	}
+
+	fresh := filepath.Join(t.TempDir(), "groups", "fresh")
+	require.NoError(t, os.MkdirAll(fresh, 0o755))
+	require.NoError(t, r.writeInbox(t.Context(), fresh, "a.pdf", []byte("x")))
+	for _, p := range []string{fresh, filepath.Join(fresh, "inbox"), filepath.Join(fresh, "inbox", "a.pdf")} {
+		assert.Equal(t, []uint32{4321, 4322}, owner(p), p)
+	}
+
+	taken := filepath.Join(t.TempDir(), "groups", "taken")
+	require.NoError(t, os.MkdirAll(filepath.Join(taken, "inbox"), 0o755))
+	require.NoError(t, os.Chown(taken, u.UID, u.GID))
+	err := r.writeInbox(t.Context(), taken, "b.pdf", []byte("x"))
+	require.ErrorIs(t, err, syscall.EACCES)
+	assert.NoFileExists(t, filepath.Join(taken, "inbox", "b.pdf"))
+	assert.Equal(t, []uint32{0, 0}, owner(filepath.Join(taken, "inbox")), "root's inbox stays root's")
 }
 
 // fetcher hands out data after fail failed attempts and records, at each

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,16 @@ const (
 	maxRetryWait    = time.Minute
 )
 
+// Recording that a row is done (Telegram accepted it, or delivery gave up
+// on it) is retried alone, never by sending again: recordTimeout bounds
+// each attempt (the store's busy timeout is 5 s), recordFirstWait doubling
+// to recordMaxWait is the wait between them.
+const (
+	recordTimeout   = 15 * time.Second
+	recordFirstWait = 200 * time.Millisecond
+	recordMaxWait   = 10 * time.Second
+)
+
 // deliver sends the outbox until ctx is done: each chat's messages in
 // order by a sender of its own, chats independently of each other, so one
 // chat's pacing (Telegram allows a message a second per chat, 20 a minute
@@ -41,7 +52,7 @@ const (
 // when rows were queued, by whom ever: an answer, a notice, an agent's
 // send_message.
 func (r *Router) deliver(ctx context.Context) {
-	d := &delivery{r: r, active: map[int64]bool{}, attempts: map[int64]int{}}
+	d := r.delivery
 	var wg sync.WaitGroup
 	defer wg.Wait() // senders write to the store, which closes after Deliver
 	for {
@@ -64,9 +75,30 @@ func (r *Router) deliver(ctx context.Context) {
 // delivery is the state the chats' senders share.
 type delivery struct {
 	r        *Router
-	mu       sync.Mutex
+	mu       sync.Mutex     // guards the following
 	active   map[int64]bool // chats with a sender running
 	attempts map[int64]int  // failed sends per outbox row
+	// held are the rows a sender is sending, or is done with (sent or given
+	// up) until the outbox records it, with the record's last error (nil
+	// before one failed): no other sender sends them.
+	held map[int64]error
+}
+
+func newDelivery(r *Router) *delivery {
+	return &delivery{r: r, active: map[int64]bool{}, attempts: map[int64]int{}, held: map[int64]error{}}
+}
+
+// unrecorded is how many rows Telegram accepted (or delivery gave up on)
+// the outbox failed to record so far, and the last of its errors.
+func (d *delivery) unrecorded() (n int, last error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, err := range d.held {
+		if err != nil {
+			n, last = n+1, err
+		}
+	}
+	return n, last
 }
 
 // idleChats marks the chats of pending that have no sender yet as active
@@ -76,7 +108,7 @@ func (d *delivery) idleChats(pending []domain.Outgoing) []int64 {
 	defer d.mu.Unlock()
 	var out []int64
 	for _, o := range pending {
-		if !d.active[o.ChatID] {
+		if _, held := d.held[o.ID]; !held && !d.active[o.ChatID] {
 			d.active[o.ChatID] = true
 			out = append(out, o.ChatID)
 		}
@@ -106,6 +138,7 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 			}
 			return
 		}
+		rows = d.notHeld(rows)
 		if len(rows) == 0 {
 			return
 		}
@@ -124,55 +157,111 @@ func (d *delivery) chat(ctx context.Context, chatID int64) {
 	}
 }
 
+// notHeld is rows without those another sender holds (the chat id of a
+// row may change under it: a supergroup migration).
+func (d *delivery) notHeld(rows []domain.Outgoing) []domain.Outgoing {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.DeleteFunc(rows, func(o domain.Outgoing) bool { _, held := d.held[o.ID]; return held })
+}
+
+// hold marks row id as held by its sender, or no longer.
+func (d *delivery) hold(id int64, held bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if held {
+		d.held[id] = nil
+	} else {
+		delete(d.held, id)
+	}
+}
+
 // sent sends one row and reports whether the chat may go on with its next
 // row; when not, wait is how long to wait before trying this row again.
 func (d *delivery) sent(ctx context.Context, o domain.Outgoing) (wait time.Duration, ok bool) {
 	r := d.r
+	d.hold(o.ID, true)
 	err := r.send(ctx, o)
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err == nil {
-		delete(d.attempts, o.ID)
 		r.cfg.Observer.Sent("sent")
-		return 0, true
+		return 0, d.record(ctx, o)
 	}
-	if ctx.Err() != nil {
-		return 0, false
+	wait, attempts := time.Duration(0), 0
+	if ctx.Err() == nil {
+		wait, attempts = d.failed(o, err)
 	}
+	if attempts == 0 {
+		d.hold(o.ID, false) // to be sent again
+		return wait, false
+	}
+	// Given up: the audit log says why, and the row leaves the outbox.
+	r.cfg.Observer.Sent("dropped")
+	r.log.Error("dropping undeliverable message", "chat", o.ChatID, "outbox", o.ID, "attempts", attempts, "err", err)
+	_ = r.audit(ctx, "", "telegram.send", "error", fmt.Sprintf("message %d to chat %d dropped after %d attempts: %v", o.ID, o.ChatID, attempts, err))
+	return 0, d.record(ctx, o)
+}
+
+// failed counts o's failed send and says how long to wait before trying
+// it again, or, when delivery gives up on it (gaveUp > 0), after how many
+// attempts.
+func (d *delivery) failed(o domain.Outgoing, err error) (wait time.Duration, gaveUp int) {
+	r := d.r
 	var throttled interface{ RetryIn() time.Duration }
 	var refused interface{ Permanent() bool }
 	switch {
 	case errors.As(err, &throttled):
 		r.log.Warn("Telegram asks to wait", "chat", o.ChatID, "outbox", o.ID, "retry_after", throttled.RetryIn())
 		r.cfg.Observer.Sent("throttled")
-		return throttled.RetryIn(), false
+		return throttled.RetryIn(), 0
 	case errors.As(err, &refused) && refused.Permanent():
-		delete(d.attempts, o.ID)
-		d.drop(ctx, o, 1, err)
-		return 0, true
+		return 0, 1
 	}
+	d.mu.Lock()
 	d.attempts[o.ID]++
 	n := d.attempts[o.ID]
+	d.mu.Unlock()
 	if n >= maxSendAttempts {
-		delete(d.attempts, o.ID)
-		d.drop(ctx, o, n, err)
-		return 0, true
+		return 0, n
 	}
 	r.cfg.Observer.Sent("failed")
 	wait = retry.Delay(firstRetryWait, maxRetryWait, n)
 	r.log.Warn("send failed; will retry", "chat", o.ChatID, "outbox", o.ID, "attempt", n, "in", wait, "err", err)
-	return wait, false
+	return wait, 0
 }
 
-// drop gives up on a row: it leaves the outbox, and the audit log says why.
-func (d *delivery) drop(ctx context.Context, o domain.Outgoing, attempts int, err error) {
+// record takes o out of the outbox once delivery is done with it (sent,
+// or given up). A failing store (disk full, read-only, locked) does not
+// make o go out again: o stays held, which no sender sends, and the
+// record alone is retried, each attempt with a deadline of its own (the
+// send's may be spent), until it works or ctx ends. The chat's later rows
+// wait meanwhile, so at most one of its messages is in the window a crash
+// sends again; other chats' senders go on. It reports whether o was
+// recorded.
+func (d *delivery) record(ctx context.Context, o domain.Outgoing) bool {
 	r := d.r
-	r.cfg.Observer.Sent("dropped")
-	r.log.Error("dropping undeliverable message", "chat", o.ChatID, "outbox", o.ID, "attempts", attempts, "err", err)
-	_ = r.audit(ctx, "", "telegram.send", "error", fmt.Sprintf("message %d to chat %d dropped after %d attempts: %v", o.ID, o.ChatID, attempts, err))
-	if err := r.cfg.Store.MarkSent(ctx, o.ID); err != nil {
-		r.log.Error("mark dropped message", "outbox", o.ID, "err", err)
+	d.mu.Lock()
+	delete(d.attempts, o.ID)
+	d.mu.Unlock()
+	err := retry.Until(ctx, retry.Backoff{First: recordFirstWait, Max: recordMaxWait},
+		func() error {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+			defer cancel()
+			return r.cfg.Store.MarkSent(rctx, o.ID)
+		},
+		func(err error, wait time.Duration) {
+			d.mu.Lock()
+			d.held[o.ID] = err
+			d.mu.Unlock()
+			r.cfg.Observer.RecordFailed()
+			r.log.Error("recording an outbox row as done failed; retrying the record, not the send",
+				"chat", o.ChatID, "outbox", o.ID, "in", wait, "err", err)
+		})
+	if err != nil {
+		r.log.Error("stopping before an outbox row done with was recorded: the next start sends it again", "chat", o.ChatID, "outbox", o.ID)
+		return false
 	}
+	d.hold(o.ID, false)
+	return true
 }
 
 // migration is how a Messenger says a group became a supergroup with a new id.
@@ -216,13 +305,5 @@ func (r *Router) send(parent context.Context, o domain.Outgoing) error {
 		}
 		err = one(to)
 	}
-	if err != nil {
-		return err
-	}
-	// Telegram has the message: record that even if shutdown has begun, or a
-	// restart would send it again.
-	if err := r.cfg.Store.MarkSent(ctx, o.ID); err != nil {
-		return fmt.Errorf("mark outbox %d sent: %w", o.ID, err)
-	}
-	return nil
+	return err
 }

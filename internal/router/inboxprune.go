@@ -20,17 +20,36 @@ const inboxTimeLayout = "20060102-150405"
 // group may have filled it with millions of names.
 const maxInboxScan = 100_000
 
-// PruneInbox removes from dir, a group's inbox (an absolute path below the
-// groups dir the host resolved at start), the files fetched before before,
-// by the time in their names (CLAWPEN_RETENTION). The inbox is in a folder
-// the sandbox writes, so nothing in it is trusted: it is opened through no
-// symlink in any component (an inbox swapped for a symlink to another
-// group's folder or to /etc is refused, ELOOP, and nothing is removed),
-// only names the host makes are removed, a symlink is removed itself and
-// never its target, and a directory is left alone. A missing inbox is no
-// error.
-func PruneInbox(dir string, before time.Time) (removed int, err error) {
-	fd, err := beneath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+// PruneInbox removes from the inbox of folder, a group's folder (an
+// absolute path below the groups dir the host resolved at start), the
+// files fetched before before, by the time in their names
+// (CLAWPEN_RETENTION). The inbox is in a folder the sandbox writes, so it
+// is pruned with the sandbox user's rights (u), and nothing in it is
+// trusted: it is reached through no symlink in any component (an inbox
+// swapped for a symlink to another group's folder or to /etc is refused,
+// ELOOP, and nothing is removed), only names the host makes are removed, a
+// symlink is removed itself and never its target, and a directory is left
+// alone. A missing inbox is no error.
+func PruneInbox(u beneath.User, folder string, before time.Time) (removed int, err error) {
+	root, err := beneath.Open(folder, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("prune inbox: %w", err)
+	}
+	defer unix.Close(root)
+	err = u.Do(func() error {
+		removed, err = pruneBeneath(root, "inbox", before)
+		return err
+	})
+	return removed, err
+}
+
+// pruneBeneath removes from dir below root the inbox files fetched before
+// before.
+func pruneBeneath(root int, dir string, before time.Time) (removed int, err error) {
+	fd, err := beneath.Openat(root, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return 0, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 )
 
@@ -45,21 +46,23 @@ func TestPruneInbox(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(groups, "other"), filepath.Join(groups, "evil2")))
 	require.NoError(t, os.Symlink(filepath.Join(root, "host"), filepath.Join(groups, "evil3")))
 
+	require.NoError(t, os.MkdirAll(filepath.Join(groups, "empty"), 0o755))
 	tests := []struct {
 		name    string
-		dir     string
+		folder  string
 		removed int
 		wantErr bool
 	}{
-		{"own inbox", own, 2, false},
-		{"inbox is a symlink to another group's", filepath.Join(groups, "evil", "inbox"), 0, true},
-		{"group folder is a symlink to another group's", filepath.Join(groups, "evil2", "inbox"), 0, true},
+		{"own inbox", filepath.Join(groups, "fam"), 2, false},
+		{"inbox is a symlink to another group's", filepath.Join(groups, "evil"), 0, true},
+		{"group folder is a symlink to another group's", filepath.Join(groups, "evil2"), 0, true},
 		{"group folder is a symlink to a host directory", filepath.Join(groups, "evil3"), 0, true},
-		{"no inbox", filepath.Join(groups, "empty", "inbox"), 0, false},
+		{"no inbox", filepath.Join(groups, "empty"), 0, false},
+		{"no folder", filepath.Join(groups, "none"), 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := PruneInbox(tt.dir, cutoff)
+			n, err := PruneInbox(beneath.User{}, tt.folder, cutoff)
 			if tt.wantErr {
 				require.Error(t, err)
 			} else {
@@ -74,6 +77,35 @@ func TestPruneInbox(t *testing.T) {
 	assert.NoFileExists(t, oldFile)
 	_, err := os.Lstat(link)
 	assert.True(t, os.IsNotExist(err), "the old-named symlink itself is removed")
+}
+
+// The prune removes with the sandbox user's rights: what the sandbox could
+// not remove from its folder (an inbox that is root's, 0755) stays; its own
+// old files go.
+func TestPruneInboxWithTheSandboxUsersRights(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a host that is not root acts with its own rights")
+	}
+	u := beneath.User{UID: 4713, GID: 4714}
+	cutoff := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	groups := filepath.Join(t.TempDir(), "groups")
+	for _, g := range []string{"mine", "roots"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(groups, g, "inbox"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(groups, g, "inbox", "20000101-000000-1.jpg"), []byte("old"), 0o644))
+		require.NoError(t, os.Chown(filepath.Join(groups, g), u.UID, u.GID))
+	}
+	for _, p := range []string{"mine/inbox", "mine/inbox/20000101-000000-1.jpg"} {
+		require.NoError(t, os.Chown(filepath.Join(groups, p), u.UID, u.GID))
+	}
+
+	n, err := PruneInbox(u, filepath.Join(groups, "mine"), cutoff)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.NoFileExists(t, filepath.Join(groups, "mine", "inbox", "20000101-000000-1.jpg"))
+
+	n, _ = PruneInbox(u, filepath.Join(groups, "roots"), cutoff)
+	assert.Equal(t, 0, n)
+	assert.FileExists(t, filepath.Join(groups, "roots", "inbox", "20000101-000000-1.jpg"), "root's inbox is not the sandbox's to prune")
 }
 
 // Every name inboxName makes is one the prune reads back, at its time;

@@ -10,9 +10,10 @@ import (
 )
 
 type kinds struct {
-	mu       sync.Mutex
-	received []string
-	sent     []string
+	mu           sync.Mutex
+	received     []string
+	sent         []string
+	recordFailed int
 }
 
 func (k *kinds) Received(kind string) {
@@ -21,6 +22,7 @@ func (k *kinds) Received(kind string) {
 	k.mu.Unlock()
 }
 func (k *kinds) Sent(result string) { k.mu.Lock(); k.sent = append(k.sent, result); k.mu.Unlock() }
+func (k *kinds) RecordFailed()      { k.mu.Lock(); k.recordFailed++; k.mu.Unlock() }
 
 // The metrics learn what became of each message from the place that decided it.
 func TestObserverHearsWhatBecameOfEachMessage(t *testing.T) {

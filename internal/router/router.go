@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/mounts"
@@ -92,6 +93,9 @@ type Config struct {
 	Files        Fetcher
 	GroupsDir    string
 	MaxFileBytes int64
+	// SandboxUser is whose rights the host writes a group's inbox with
+	// (zero: the host's own, as on a host that is not root).
+	SandboxUser beneath.User
 	// Drafts shows the main group's answers while they are written; nil:
 	// none shown.
 	Drafts Drafter
@@ -104,16 +108,19 @@ type Config struct {
 // Observer hears what the router did. Kinds of inbound messages: "main",
 // "group" (stored as context), "triggered" (called the agent), "command",
 // "ignored" (nothing kept). Send results: "sent", "throttled" (429),
-// "failed" (retried), "dropped".
+// "failed" (retried), "dropped". RecordFailed: the outbox failed to record
+// a row delivery is done with (the record is retried, not the send).
 type Observer interface {
 	Received(kind string)
 	Sent(result string)
+	RecordFailed()
 }
 
 type noObserver struct{}
 
 func (noObserver) Received(string) {}
 func (noObserver) Sent(string)     {}
+func (noObserver) RecordFailed()   {}
 
 // Router is safe for concurrent use.
 type Router struct {
@@ -127,6 +134,7 @@ type Router struct {
 	attempted map[string]int64 // per group: the last message seq of the run being tried
 
 	deliverWake chan struct{}
+	delivery    *delivery   // the outbox's senders
 	fetches     *fetchQueue // files users sent, to fetch into inboxes
 }
 
@@ -150,6 +158,7 @@ func New(ctx context.Context, cfg Config) (*Router, error) {
 	}
 	r := &Router{cfg: cfg, log: cfg.Logger, deliverWake: make(chan struct{}, 1), attempted: map[string]int64{},
 		fetches: newFetchQueue()}
+	r.delivery = newDelivery(r)
 	r.q = newQueue(queueConfig{MaxConcurrent: cfg.MaxConcurrent, Pending: r.pending, Backoff: cfg.RetryBackoff,
 		GiveUp: r.giveUp, Permanent: permanent, Logger: cfg.Logger})
 	owner, err := r.Owner(ctx)
@@ -228,6 +237,13 @@ func (r *Router) Handle(ctx context.Context, in domain.Inbound) error {
 		r.cfg.Observer.Received(kind)
 	}
 	return err
+}
+
+// Unrecorded is how many outbox rows were sent (or given up) that the
+// store has refused to record so far; they are not sent again.
+func (r *Router) Unrecorded() int {
+	n, _ := r.delivery.unrecorded()
+	return n
 }
 
 // QueueWaiting is the number of agent runs waiting for their turn.

@@ -28,6 +28,10 @@ type HostStatus struct {
 	Mounts     string         // the mount allowlist, in a sentence
 	Profiles   string         // the profiles file and the groups it stops, in sentences
 	Database   int64          // the database's size in bytes; 0 when unknown
+	// Unrecorded messages were sent (or given up) but the outbox has not
+	// recorded it yet; RecordErr is the store's last refusal.
+	Unrecorded int
+	RecordErr  string
 }
 
 // maxDueShown is how many of the next due tasks /status lists.
@@ -48,6 +52,9 @@ func (r *Router) status(ctx context.Context) string {
 	host.Profiles = profilesStatus(r.cfg.Ops.Profiles(), groups)
 	if n, err := r.cfg.Store.Size(ctx); err == nil {
 		host.Database = n
+	}
+	if n, err := r.delivery.unrecorded(); n > 0 {
+		host.Unrecorded, host.RecordErr = n, err.Error()
 	}
 	ts, err := r.cfg.Store.ListTasks(ctx, "")
 	if err != nil {
@@ -141,6 +148,10 @@ func statusText(name string, groups []domain.Group, h HostStatus, due []domain.T
 	}
 	if h.Database > 0 {
 		fmt.Fprintf(&b, "Database: %s.\n", size(h.Database))
+	}
+	if h.Unrecorded > 0 {
+		fmt.Fprintf(&b, "Delivery: %s sent but not yet recorded as sent: the database refuses (%s). Only the record is retried; a restart before it works sends each once more.\n",
+			count(h.Unrecorded, "message", "messages"), h.RecordErr)
 	}
 
 	if len(due) == 0 {

@@ -19,12 +19,13 @@ import (
 )
 
 // planter stands in for a sandbox that leaves setuid, setgid and
-// world-writable entries in every tree it may write, then fails.
-type planter struct{}
+// world-writable entries in every tree it may write, then fails. With a
+// uid, what it plants is that user's, as a sandbox's is the sandbox user's.
+type planter struct{ uid, gid int }
 
 func (planter) Name() string { return "planter" }
 
-func (planter) Run(_ context.Context, sp sandbox.Spec) (sandbox.Result, error) {
+func (pl planter) Run(_ context.Context, sp sandbox.Spec) (sandbox.Result, error) {
 	dirs := []string{sp.GroupDir, sp.SessionDir}
 	if sp.GlobalWritable {
 		dirs = append(dirs, sp.GlobalDir)
@@ -42,6 +43,11 @@ func (planter) Run(_ context.Context, sp sandbox.Spec) (sandbox.Result, error) {
 			return sandbox.Result{}, err
 		}
 		for p, m := range map[string]uint32{"suid": 0o4755 | 0o2000, "open": 0o777} {
+			if pl.uid > 0 {
+				if err := os.Lchown(filepath.Join(d, p), pl.uid, pl.gid); err != nil {
+					return sandbox.Result{}, err
+				}
+			}
 			if err := syscall.Chmod(filepath.Join(d, p), m); err != nil {
 				return sandbox.Result{}, err
 			}
@@ -82,6 +88,29 @@ func TestStripAfterFailedRun(t *testing.T) {
 		assert.Equal(t, uint32(0o755), modeOf(t, filepath.Join(dir, d, "suid")), d)
 		assert.Equal(t, uint32(0o775), modeOf(t, filepath.Join(dir, d, "open")), d)
 	}
+}
+
+// TestStripOnlyWhatTheSandboxCouldChange: the strip after a run changes the
+// sandbox user's entries only, as the sandbox itself could: a setgid
+// directory someone else left in the group's folder keeps its bit.
+func TestStripOnlyWhatTheSandboxCouldChange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a host that is not root runs its sandboxes as itself")
+	}
+	const sbUID, sbGID = 4713, 4714
+	dir := t.TempDir()
+	folder := filepath.Join(dir, "groups", "team")
+	require.NoError(t, os.MkdirAll(folder, 0o755))
+	require.NoError(t, os.Chown(folder, sbUID, sbGID)) // after an earlier run: no hand-over
+	theirs := filepath.Join(folder, "shared")
+	require.NoError(t, os.Mkdir(theirs, 0o755))
+	require.NoError(t, syscall.Chmod(theirs, 0o2775))
+	r := New(Config{GroupsDir: dir + "/groups", DataDir: dir + "/data", RunAsUID: sbUID, RunAsGID: sbGID}, planter{sbUID, sbGID})
+	_, err := r.Start(context.Background(), Request{Group: domain.Group{Folder: "team", ChatID: -5}}).Wait()
+	require.ErrorContains(t, err, "planted")
+	assert.Equal(t, uint32(0o755), modeOf(t, filepath.Join(folder, "suid")))
+	assert.Equal(t, uint32(0o775), modeOf(t, filepath.Join(folder, "open")))
+	assert.Equal(t, uint32(0o2775), modeOf(t, theirs), "not the sandbox's: left as it is")
 }
 
 // TestFolderOwnership: a root host gives the group's folder and session

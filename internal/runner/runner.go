@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
@@ -430,72 +428,63 @@ func (r *Runner) ensureDirs(ctx context.Context, g domain.Group) error {
 }
 
 // ensureDir creates path; with own, a root host also gives it to the
-// sandbox user. A folder that is not the sandbox user's yet (new, made by
-// hand, or from before the dedicated user) is handed over whole, once.
-// path is resolved (Config): a symlink anywhere in it now is refused.
+// sandbox user (beneath.User.Own): a folder that is not the sandbox user's
+// yet (new, made by hand, or from before the dedicated user) is handed over
+// whole, once. path is resolved (Config): a symlink anywhere in it now is
+// refused.
 func (r *Runner) ensureDir(ctx context.Context, path string, mode os.FileMode, own bool) error {
-	if err := beneath.MkdirAll(path, uint32(mode.Perm())); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+	u := beneath.User{} // the host's: made, never handed over
+	if own {
+		u = beneath.User{UID: r.cfg.RunAsUID, GID: r.cfg.RunAsGID}
 	}
-	if !own || r.cfg.RunAsUID < 0 || os.Geteuid() != 0 {
-		return nil
-	}
-	var st unix.Stat_t
-	if err := beneath.Lstat(path, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if int(st.Uid) == r.cfg.RunAsUID && int(st.Gid) == r.cfg.RunAsGID {
-		return nil
-	}
-	rep, err := beneath.HandOver(ctx, path, r.cfg.RunAsUID, r.cfg.RunAsGID, beneath.DefaultWalkLimits)
+	rep, err := u.Own(ctx, path, uint32(mode.Perm()))
 	if err != nil {
-		return fmt.Errorf("hand %s to the sandbox user: %w", path, err)
+		return err
 	}
-	r.cfg.Logger.Info("handed a folder to the sandbox user", "path", path, "uid", r.cfg.RunAsUID,
-		"entries", rep.Entries, "changed", rep.Changed, "skipped", rep.Skipped, "cut_short", rep.CutShort)
+	if rep.Entries > 0 {
+		r.cfg.Logger.Info("handed a folder to the sandbox user", "path", path, "uid", r.cfg.RunAsUID,
+			"entries", rep.Entries, "changed", rep.Changed, "skipped", rep.Skipped, "cut_short", rep.CutShort)
+	}
 	return nil
 }
 
 // stripAfterRun takes setuid, setgid and world-write bits out of every tree
 // the sandbox could write, once it is gone, so nothing it left becomes a
-// privilege on the host. In a writable extra mount (a person's tree) only
-// the sandbox user's entries are touched: nothing else could have been
-// changed by it. Failures are logged; the run's outcome stands.
+// privilege on the host. Only the sandbox user's entries are touched: a
+// sandbox can set bits on nothing else (chmod needs the owner), and so the
+// host changes only what the sandbox itself could have changed, never a
+// person's setgid project directory in an extra mount or a file another
+// owner left in a group's folder. Failures are logged; the run's outcome
+// stands.
 func (r *Runner) stripAfterRun(ctx context.Context, spec sandbox.Spec, log *slog.Logger) {
 	ctx = context.WithoutCancel(ctx) // also after a cancelled run
 	sandboxUser := r.cfg.RunAsUID
 	if sandboxUser < 0 {
 		sandboxUser = os.Geteuid()
 	}
-	type tree struct {
-		path  string
-		owner int // -1: every entry
-	}
-	trees := []tree{{spec.GroupDir, -1}, {spec.SessionDir, -1}}
+	trees := []string{spec.GroupDir, spec.SessionDir}
 	if spec.GlobalWritable {
-		trees = append(trees, tree{spec.GlobalDir, -1})
+		trees = append(trees, spec.GlobalDir)
 	}
 	for _, m := range spec.Extra {
 		if !m.ReadOnly {
-			trees = append(trees, tree{m.HostPath, sandboxUser})
+			trees = append(trees, m.HostPath)
 		}
-		for _, w := range m.Writable {
-			trees = append(trees, tree{w, sandboxUser})
-		}
+		trees = append(trees, m.Writable...)
 	}
 	for _, t := range trees {
-		if t.path == "" {
+		if t == "" {
 			continue
 		}
-		rep, err := beneath.Strip(ctx, t.path, t.owner, beneath.DefaultWalkLimits)
+		rep, err := beneath.Strip(ctx, t, sandboxUser, beneath.DefaultWalkLimits)
 		switch {
 		case err != nil:
-			log.Error("strip setuid, setgid and world-write bits after the run", "tree", t.path, "err", err)
+			log.Error("strip setuid, setgid and world-write bits after the run", "tree", t, "err", err)
 		case rep.CutShort != "":
 			log.Warn("stripping setuid, setgid and world-write bits was cut short; what was not visited keeps them",
-				"tree", t.path, "reason", rep.CutShort, "entries", rep.Entries, "stripped", rep.Changed)
+				"tree", t, "reason", rep.CutShort, "entries", rep.Entries, "stripped", rep.Changed)
 		case rep.Changed > 0:
-			log.Warn("the sandbox left setuid, setgid or world-writable entries; stripped", "tree", t.path, "count", rep.Changed)
+			log.Warn("the sandbox left setuid, setgid or world-writable entries; stripped", "tree", t, "count", rep.Changed)
 		}
 	}
 	log.Debug("after-run strip done")

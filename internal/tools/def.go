@@ -3,8 +3,8 @@
 // the host for agents that may call them. It parses and checks the
 // definitions, decides who may call a tool (a pure function), and runs a
 // call: arguments checked against the tool's JSON Schema, each placeholder
-// one argv element, a clean environment, its own process group, bounded
-// time and output.
+// one argv element, a clean environment, a cgroup of its own that nothing
+// it starts outlives, bounded time and output.
 package tools
 
 import (
@@ -257,7 +257,10 @@ func (t *Tool) compileSchema(n yaml.Node) error {
 		for name, p := range props {
 			if pm, ok := p.(map[string]any); ok {
 				if d, ok := pm["default"]; ok {
-					t.defaults[name] = d
+					// In argv's form, as the arguments it stands in for.
+					if t.defaults[name], err = canonicalNumbers(d); err != nil {
+						return fmt.Errorf("input_schema: default of %s: %w", name, err)
+					}
 				}
 			}
 		}

@@ -3,12 +3,14 @@ package tools
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -73,16 +75,22 @@ func (d *Dir) Path() string { return d.path }
 // none; a broken file is a Problem and the others load.
 func (d *Dir) Load() Set {
 	files, sig, err := d.scan()
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err != nil {
 		return Set{Problems: []Problem{{File: d.path, Reason: err.Error()}}}
 	}
+	d.mu.Lock()
 	if sig == d.sig && d.sig != "" {
+		defer d.mu.Unlock()
 		return d.set
 	}
-	d.set, d.sig = read(files), sig
-	return d.set
+	d.mu.Unlock()
+	// Read without the lock: a slow disk holds up no other call, nor the
+	// owner's view of the last errors.
+	s := read(files)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.set, d.sig = s, sig
+	return s
 }
 
 // scan lists the directory's *.md files with a signature of their state.
@@ -121,10 +129,7 @@ func (d *Dir) scan() ([]string, string, error) {
 func read(files []string) Set {
 	var s Set
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err == nil && !isRegular(f) {
-			err = errors.New("not a regular file")
-		}
+		data, err := readDefinition(f)
 		if err != nil {
 			s.Problems = append(s.Problems, Problem{File: f, Reason: err.Error()})
 			continue
@@ -144,9 +149,52 @@ func read(files []string) Set {
 	return s
 }
 
-func isRegular(p string) bool {
+// readDefinition reads a tool file, which must be a regular file (a
+// symlink to one is followed), and at most one byte more than a definition
+// may hold. Anything else (a FIFO no one writes, /dev/zero) is refused
+// before it is opened, since opening a device may itself act; what was
+// opened is checked again, non-blocking, in case the name changed between.
+func readDefinition(p string) ([]byte, error) {
 	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(p, fi.Mode())
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(p, fi.Mode())
+	}
+	return io.ReadAll(io.LimitReader(f, maxFileBytes+1)) // Parse refuses what is past the bound
+}
+
+// notRegular names what p is instead of a regular file.
+func notRegular(p string, m fs.FileMode) error {
+	what := "a special file"
+	switch {
+	case m.IsDir():
+		what = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeCharDevice != 0:
+		what = "a character device"
+	case m&fs.ModeDevice != 0:
+		what = "a block device"
+	}
+	if li, err := os.Lstat(p); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		what = "a symlink to " + what
+	}
+	return errors.New("not a regular file: " + what)
 }
 
 // Record keeps the outcome of a call of name: err "" clears nothing, a

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -248,6 +249,23 @@ command: ["/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"]`)
 	assertGone(t, res.Stdout)
 }
 
+// A grandchild that leaves the call's process group and session
+// (setsid), as a daemon does, is killed too: it is not running when Run
+// returns. It prints its pid and session before it detaches its output.
+func TestRunKillsDetachedDescendants(t *testing.T) {
+	tl := mustParse(t, `name: daemon
+description: x
+command: ["/bin/sh", "-c", "(setsid sh -c 'echo $$ $(cut -d\" \" -f6 /proc/$$/stat); exec sleep 1000 >/dev/null 2>&1' &) | cat"]`)
+	res := run(t, tl, `{}`, map[string]string{"PATH": "/usr/bin:/bin"})
+	var pid, sid int
+	_, err := fmt.Sscan(res.Stdout, &pid, &sid)
+	require.NoError(t, err, "pid and session in %q (stderr %q)", res.Stdout, res.Stderr)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	require.Equal(t, pid, sid, "the grandchild leads a session of its own")
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	assert.True(t, err != nil || strings.Contains(string(st), ") Z "), "the detached grandchild %d still runs: %s", pid, st)
+}
+
 func assertGone(t *testing.T, pidText string) {
 	t.Helper()
 	var pid int
@@ -314,4 +332,121 @@ func TestShippedExamplesLoad(t *testing.T) {
 	assert.Equal(t, []string{"--count", "5", "--", "-x; $(id)"}, c.Argv[1:])
 	assert.True(t, filepath.IsAbs(c.Argv[0]))
 	assert.NotNil(t, s.Lookup("notify"))
+}
+
+const numberTool = `name: num
+description: prints its numbers
+command: ["/usr/bin/printf", "%s", "{i}", "{n}"]
+input_schema:
+  type: object
+  properties:
+    i: {type: integer, maximum: 10, default: 1}
+    n: {type: number, default: 0.5}
+  additionalProperties: false`
+
+// A number reaches argv as the value the schema checked, in one form
+// whatever its JSON spelling: "100e-1" is 10 to the validator and was
+// "100e-1" to the program (whose atoi reads 100).
+func TestNumbersReachArgvInOneForm(t *testing.T) {
+	tl := mustParse(t, numberTool)
+	for _, tc := range []struct{ args, i, n string }{
+		{`{"i":100e-1}`, "10", "0.5"},
+		{`{"i":1.0,"n":2E+3}`, "1", "2000"},
+		{`{"i":-0,"n":-0.0}`, "0", "0"},
+		{`{"i":-7,"n":-0.0e5}`, "-7", "0"},
+		{`{"i":1E1,"n":2.50E-1}`, "10", "0.25"},
+		{`{"i":10e-1,"n":-1.5e1}`, "1", "-15"},
+		{`{"n":1e-7}`, "1", "0.0000001"},
+		{`{"n":0.1000000000000000000000001}`, "1", "0.1000000000000000000000001"},
+		{`{"n":9223372036854775809}`, "1", "9223372036854775809"},
+		{`{"n":-9223372036854775809e-2}`, "1", "-92233720368547758.09"},
+		{`{"n":123.456e1}`, "1", "1234.56"},
+		{`{"i":-1000000000000000000000e-20}`, "-10", "0.5"},
+	} {
+		c, err := tl.Prepare([]byte(tc.args))
+		require.NoError(t, err, tc.args)
+		assert.Equal(t, []string{tc.i, tc.n}, c.Argv[2:], tc.args)
+	}
+
+	small := mustParse(t, strings.Replace(numberTool, "default: 0.5", "default: 1.0e-7", 1))
+	c, err := small.Prepare(nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"1", "0.0000001"}, c.Argv[2:], "a default is in the same form")
+
+	_, err = tl.Prepare([]byte(`{"i":1000e-2}`))
+	assert.NoError(t, err, "10 is within the maximum of 10")
+	_, err = tl.Prepare([]byte(`{"i":1001e-2}`))
+	assert.ErrorIs(t, err, ErrArgs, "10.01 is not an integer")
+	_, err = tl.Prepare([]byte(`{"i":11e0}`))
+	assert.ErrorIs(t, err, ErrArgs, "11 is past the maximum")
+}
+
+// A number whose plain decimal form would be long is refused before it is
+// written out (or checked), however short its JSON text.
+func TestNumbersTooLongWrittenOut(t *testing.T) {
+	tl := mustParse(t, numberTool)
+	for _, args := range []string{`{"n":1e400}`, `{"n":1e-400}`, `{"n":-1e101}`, `{"n":1e999999999999999999999}`,
+		`{"n":1e-999999999999999999999}`, `{"n":` + strings.Repeat("9", 101) + `}`} {
+		_, err := tl.Prepare([]byte(args))
+		require.ErrorIs(t, err, ErrArgs, args)
+		assert.Contains(t, err.Error(), "digits", args)
+	}
+	c, err := tl.Prepare([]byte(`{"n":0e999999999999999999999}`))
+	require.NoError(t, err, "zero is short in any spelling")
+	assert.Equal(t, "0", c.Argv[3])
+	c, err = tl.Prepare([]byte(`{"n":1e99}`))
+	require.NoError(t, err)
+	assert.Equal(t, "1"+strings.Repeat("0", 99), c.Argv[3], "100 characters is the most")
+}
+
+// The digest is of the values passed: equal numbers in any spelling have
+// one digest, numbers that differ (even past float64's precision) two.
+func TestDigestOfNumbersAsPassed(t *testing.T) {
+	tl := mustParse(t, numberTool)
+	digest := func(args string) string {
+		c, err := tl.Prepare([]byte(args))
+		require.NoError(t, err, args)
+		return c.Digest
+	}
+	assert.Equal(t, digest(`{"i":10,"n":0.25}`), digest(`{"n":25e-2,"i":100e-1}`))
+	assert.NotEqual(t, digest(`{"n":9223372036854775808}`), digest(`{"n":9223372036854775809}`))
+	assert.NotEqual(t, digest(`{"n":1e99}`), digest(`{"n":1.0000000000000001e99}`))
+}
+
+// A *.md that is not a regular file is skipped with its reason, without a
+// read that blocks (a FIFO no one writes) or never ends (/dev/zero), and
+// the other tools load. A symlink to a regular file is followed.
+func TestDirSkipsFilesThatAreNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(t.TempDir(), "real.md")
+	require.NoError(t, os.WriteFile(elsewhere, def("name: linked\ndescription: x\ncommand: [/bin/true]"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.md"), def("name: a\ndescription: x\ncommand: [/bin/true]"), 0o600))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o600))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.md")))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "linked.md")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub.md"), 0o700))
+
+	s := NewDir(dir).Load()
+	assert.NotNil(t, s.Lookup("a"))
+	assert.NotNil(t, s.Lookup("linked"), "a symlink to a regular file is followed")
+	var probs []string
+	for _, p := range s.Problems {
+		probs = append(probs, p.String())
+	}
+	assert.ElementsMatch(t, []string{
+		filepath.Join(dir, "fifo.md") + ": not a regular file: a named pipe",
+		filepath.Join(dir, "zero.md") + ": not a regular file: a symlink to a character device",
+		filepath.Join(dir, "sub.md") + ": not a regular file: a directory",
+	}, probs)
+}
+
+// A file larger than a definition may be is refused having read no more
+// than one byte past the bound.
+func TestDirRefusesLargeFile(t *testing.T) {
+	dir := t.TempDir()
+	big := append(def("name: big\ndescription: x\ncommand: [/bin/true]"), bytes.Repeat([]byte("x"), maxFileBytes)...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.md"), big, 0o600))
+	s := NewDir(dir).Load()
+	require.Len(t, s.Problems, 1)
+	assert.Contains(t, s.Problems[0].Reason, "larger than")
 }

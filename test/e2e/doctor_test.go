@@ -92,12 +92,13 @@ func (r *doctorRig) doctor(t *testing.T, exe, dir string) (string, int) {
 }
 
 // cloneProject lays out a project as `git clone` and `make build` leave it in
-// parent: bin/clawpen and bin/clawpen-agent, and data/ holding only .gitkeep
-// (0755, as git makes directories) unless withData is false.
+// parent: bin/clawpen and bin/clawpen-agent, groups/main/, and data/ holding
+// only .gitkeep (0755, as git makes directories) unless withData is false.
 func cloneProject(t *testing.T, parent string, withData bool) string {
 	t.Helper()
 	dir := filepath.Join(parent, "clawpen")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "groups", "main"), 0o755))
 	for _, b := range []string{"clawpen", "clawpen-agent"} {
 		data, err := os.ReadFile(filepath.Join(harness.BinDir(), b))
 		require.NoError(t, err)
@@ -149,6 +150,11 @@ func TestDoctorPassesWhereServeWorks(t *testing.T) {
 			fi, err := os.Stat(filepath.Join(dir, "data"))
 			require.NoError(t, err, "doctor prepared data/ as serve does")
 			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+			// No other host user walks into what sandboxes write.
+			assert.Regexp(t, `ok +groups +\S+/groups 07[01]0`, out)
+			fi, err = os.Stat(filepath.Join(dir, "groups"))
+			require.NoError(t, err)
+			assert.Zero(t, fi.Mode().Perm()&0o067, "groups/ is %v", fi.Mode())
 		})
 	}
 }

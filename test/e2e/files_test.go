@@ -103,6 +103,30 @@ func TestSendFileRefusals(t *testing.T) {
 	assert.GreaterOrEqual(t, strings.Count(audit, "ipc.send_file"), len(calls)-1, audit)
 }
 
+// TestSendFileFromASingleFileMount: an extra mount of one file (not a
+// directory) is sent as the sandbox sees it at /workspace/extra/<name>;
+// it failed with a 500 before.
+func TestSendFileFromASingleFileMount(t *testing.T) {
+	h := harness.New(t, harness.Options{Owner: true, AllowedRoots: []harness.AllowedRoot{{Path: "shared"}}})
+	h.RegisterGroup(t, "family")
+	file := filepath.Join(h.Outside, "shared", "notes.txt")
+	require.NoError(t, writeFile(file, "ONE-FILE-MOUNT"))
+	h.CLI("groups", "mount", "add", "family", file, "notes")
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy\n"+strings.Join([]string{
+		toolLine("bash", map[string]any{"command": "cat /workspace/extra/notes"}),
+		toolLine("send_file", map[string]any{"path": "/workspace/extra/notes", "caption": "the notes"}),
+	}, "\n"))
+	got := strings.Join(h.Replies(harness.GroupChat, 1), "\n")
+	assert.Contains(t, got, "ONE-FILE-MOUNT", "the sandbox reads the mounted file")
+	require.Eventually(t, func() bool { return len(h.TG.FilesTo(harness.GroupChat)) > 0 }, 30*time.Second, 20*time.Millisecond,
+		"the file is sent: %s", got)
+	files := h.TG.FilesTo(harness.GroupChat)
+	require.Len(t, files, 1)
+	assert.Equal(t, "ONE-FILE-MOUNT", string(files[0].Data))
+	assert.Equal(t, "notes", files[0].Name)
+	assert.Equal(t, "the notes", files[0].Caption)
+}
+
 // TestSendFileOnceAcrossCrash: the file is copied into the outbox when the
 // agent asks; Telegram refuses the uploads until the host is killed; after
 // the restart the file is sent exactly once, and a further restart sends

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,6 +53,8 @@ func artifactAttacks() []attack {
 				}
 				return ev
 			}},
+
+		setuidWindow(),
 
 		{name: "artifact-owner", msg: func(e *env) string {
 			tag := artifactTag(e)
@@ -241,3 +244,72 @@ func noLoginShell(shell string) bool {
 	b := filepath.Base(shell)
 	return b == "nologin" || b == "false"
 }
+
+// setuidWindow: while its run still goes on, the sandbox leaves in its
+// folder a copy of pwn setuid and setgid to the sandbox user and a
+// world-writable directory (the strip after the run would take the bits
+// away, but only then). An unprivileged host user (nobody) then tries to
+// reach them on the host: stat the file, run it (it would run as the
+// sandbox user, who owns every group's folder), create a file in the
+// directory, list the folder. Each must be refused with EACCES. The
+// sandbox waits for the host's try, told by a file the suite writes into
+// the folder.
+func setuidWindow() attack {
+	const name = "setuid-window"
+	var tried chan string // nobody's output, once tried
+	return attack{name: name, setup: func(t *testing.T, e *env) {
+		tried = make(chan string, 1)
+		tag := artifactTag(e)
+		ready, done := filepath.Join(e.groupDir, tag+"-ready"), filepath.Join(e.groupDir, tag+"-tried")
+		go func() {
+			defer func() { _ = os.WriteFile(done, nil, 0o644) }()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for _, err := os.Lstat(ready); err != nil; _, err = os.Lstat(ready) {
+				select {
+				case <-ctx.Done():
+					tried <- "the sandbox never said it was ready"
+					return
+				case <-tick.C:
+				}
+			}
+			cmd := exec.CommandContext(ctx, pwnBin, "reach",
+				"stat:"+filepath.Join(e.groupDir, tag+"-suid"), "exec:"+filepath.Join(e.groupDir, tag+"-suid"),
+				"create:"+filepath.Join(e.groupDir, tag+"-wwdir"), "list:"+e.groupDir)
+			cmd.Dir = "/"
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+			out, err := cmd.CombinedOutput()
+			tried <- fmt.Sprintf("%s(err %v)", out, err)
+		}()
+	}, msg: func(e *env) string {
+		tag := artifactTag(e)
+		return bash(lines("./pwn plant-artifacts "+tag+" /workspace/group | grep -c PLANTED-",
+			"touch "+tag+"-ready", "i=0",
+			"while [ ! -e "+tag+"-tried ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done",
+			"[ -e "+tag+"-tried ] && echo WINDOW-TRIED-DURING-THE-RUN"), 18)
+	}, want: []string{"WINDOW-TRIED-DURING-THE-RUN"},
+		check: func(t *testing.T, e *env, _ string) []string {
+			var out string
+			select {
+			case out = <-tried:
+			case <-time.After(60 * time.Second):
+				return []string{inconclusive + "the host user's try never ended"}
+			}
+			t.Logf("as nobody, during the run:\n%s", out)
+			var ev []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "=BREACH") {
+					ev = append(ev, "another host user, during the run: "+l)
+				}
+			}
+			if n := strings.Count(out, "=HELD"); n < 4 && len(ev) == 0 {
+				ev = append(ev, inconclusive+fmt.Sprintf("only %d of 4 tries refused with EACCES: %s", n, clip(out, 400)))
+			}
+			return ev
+		}}
+}
+
+// nobody is the unprivileged host user the suite tries things as.
+const nobody = 65534

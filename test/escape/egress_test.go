@@ -1,10 +1,12 @@
 package escape
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,6 +105,7 @@ func heldAll(name string, targets ...string) []string {
 func egressAttacks() []attack {
 	var (
 		listedPort string // a listed server's port
+		listedOwn  string // a listed server on the host's own address
 		targets    []string
 		raw        string // a listed server that reads a line and closes
 		unlisted   string
@@ -180,6 +183,34 @@ func egressAttacks() []attack {
 				}
 			}
 			return append(ev, egressAudited(2*len(targets))(t, e, out)...)
+		}},
+
+		// "*" admits public addresses; the host's own are the host, as its
+		// loopback is: services it binds on 0.0.0.0 are there. The host gets
+		// such an address for the row (hostAddress), with a listener on the
+		// ports "*" admits and, as the control, a server on another port
+		// listed exactly, which shows that the address is reachable.
+		{name: "egress-host-own-address", setup: func(t *testing.T, e *env) {
+			own := "[" + hostAddress(t) + "]"
+			targets = []string{watched(t, e, own+":80"), watched(t, e, own+":443")}
+			listedOwn = serveHTTP(t, own+":0", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "OWN-LISTED-OK") })
+			withEgress(t, e, "*", listedOwn)
+		}, msg: func(e *env) string {
+			return bash(lines("curl -g -sS --max-time 10 http://"+listedOwn+"/; echo",
+				"./pwn proxy OWN GET "+strings.Join(targets, " "), "./pwn proxy OWN CONNECT "+strings.Join(targets, " ")))
+		}, want: []string{"OWN-LISTED-OK"}, check: func(t *testing.T, e *env, out string) []string {
+			ev := notReached(t, e, out)
+			for _, tg := range targets {
+				if strings.Count(out, "OWN-"+tg+"=HELD") != 2 {
+					ev = append(ev, inconclusive+"no two HELD verdicts for "+tg)
+				}
+			}
+			// Refused as the host's own, not for some other class the
+			// address might be given one day.
+			if n := strings.Count(e.h.AuditLog(), "is an address of this host"); n < 2*len(targets) {
+				ev = append(ev, fmt.Sprintf("%sonly %d refusals as an address of this host audited, want %d", inconclusive, n, 2*len(targets)))
+			}
+			return ev
 		}},
 
 		{name: "egress-connect-host-socket", setup: func(t *testing.T, e *env) {
@@ -315,3 +346,33 @@ func egressAttacks() []attack {
 }
 
 func portOnly(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+
+// hostAddress gives the host, for the test, an address of its own that the
+// egress policy counts as public, and answers it: an IPv6 address from
+// 4000::/3, outside 2000::/3 (the only global unicast space), so reserved
+// and routed nowhere, on one end of a veth pair made here and deleted when
+// the test ends. A connection to it stays on this machine (the kernel
+// delivers it locally, as it does a host's public address), and the
+// listeners the row binds on it exist only once it is there. (A
+// documentation address would do as well on the wire, but the policy
+// already refuses those as a class: the row would prove nothing.)
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	link := fmt.Sprintf("cpesc%x", b)
+	addr := fmt.Sprintf("4000::c1a3:%x:%x", b[0], uint16(b[1])<<8|uint16(b[2]))
+	ip := func(args ...string) {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+	}
+	ip("link", "add", link, "type", "veth", "peer", "name", link+"p")
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", link).CombinedOutput(); err != nil {
+			t.Errorf("remove the test's veth %s: %v: %s", link, err, out)
+		}
+	})
+	ip("link", "set", link, "up")
+	ip("-6", "addr", "add", addr+"/128", "dev", link, "nodad")
+	return addr
+}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/faketg"
 	"github.com/clawpen/clawpen/test/harness"
@@ -107,6 +109,35 @@ func fileAttacks() []attack {
 			}, "\n")
 		}, want: []string{"OWN-MADE", "may only send", "FORGE-DONE"}, check: refused(2)},
 
+		// What the sandbox itself cannot read, in a read-only extra mount:
+		// a root-only file, and a file in a root-only directory whose name
+		// it guesses. The host opens send_file's path with the sandbox
+		// user's rights, so neither is sent.
+		{name: "sendfile-unreadable", mount: true, setup: func(t *testing.T, e *env) {
+			dir := filepath.Join(e.h.Outside, "shared", "unread-"+e.folder)
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "private"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "secret.txt"), []byte(unreadable+"-FILE\n"), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "private", "inner.txt"), []byte(unreadable+"-INNER\n"), 0o644))
+			require.NoError(t, os.Chmod(filepath.Join(dir, "private"), 0o700))
+			e.h.For(t).CLI("groups", "mount", "add", e.folder, dir, "unread") // read-only: nonMainReadOnly
+		}, msg: func(e *env) string {
+			return strings.Join([]string{
+				bash(lines(try("UNREAD-FILE", "cat /workspace/extra/unread/secret.txt"),
+					try("UNREAD-INNER", "cat /workspace/extra/unread/private/inner.txt"))),
+				sendFile("/workspace/extra/unread/secret.txt"),
+				sendFile("/workspace/extra/unread/private/inner.txt"),
+			}, "\n")
+		}, want: []string{"UNREAD-FILE=HELD", "UNREAD-INNER=HELD", "cannot be read by the sandbox"}, bad: []string{unreadable},
+			check: func(t *testing.T, e *env, out string) []string {
+				ev := refused(2)(t, e, out)
+				for _, f := range e.h.TG.SentFiles() {
+					if bytes.Contains(f.Data, []byte(unreadable)) {
+						ev = append(ev, fmt.Sprintf("a file the sandbox cannot read was sent to chat %d: %s", f.ChatID, f.Name))
+					}
+				}
+				return ev
+			}},
+
 		inboxAttack("inbox-symlink-etc", func(e *env) string { return "/etc" }),
 		inboxAttack("inbox-symlink-other-group", func(e *env) string { return filepath.Join(e.h.Dir, "groups", "other") }),
 		filesStarveOwner(),
@@ -133,6 +164,9 @@ func fileAttacks() []attack {
 		}},
 	}
 }
+
+// unreadable marks the content of files a sandbox cannot read.
+const unreadable = "UNREADABLE-BY-THE-SANDBOX"
 
 // inboxAttack plants a symlink where the host writes files users send
 // (inbox/), then a member sends a file: it must not land at the link's

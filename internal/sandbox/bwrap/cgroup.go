@@ -26,9 +26,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clawpen/clawpen/internal/cgroup"
 )
 
 // CgroupMode is how sandbox cgroups are made on this host.
@@ -57,9 +58,6 @@ const cpuPeriod = 100_000
 
 // cgroupHostLeaf is the v2 leaf cgroup the host moves itself into.
 const cgroupHostLeaf = "clawpen-host"
-
-// removeWait bounds how long Remove waits for a cgroup's processes to die.
-const removeWait = 10 * time.Second
 
 // CgroupConfig says where the cgroup filesystem is and how to name the host's
 // directory.
@@ -156,7 +154,7 @@ func openCgroups(cfg CgroupConfig, h cgroupHooks) (*CgroupManager, error) {
 	if !validName(cfg.Name) || cfg.Name == cgroupHostLeaf {
 		return nil, &CgroupError{Reason: fmt.Sprintf("invalid cgroup name %q", cfg.Name)}
 	}
-	own, err := readOwn(cfg.ProcCgroup)
+	own, err := cgroup.Own(cfg.ProcCgroup)
 	if err != nil {
 		return nil, &CgroupError{Reason: "read the host's cgroup", Err: err}
 	}
@@ -184,7 +182,6 @@ func openCgroups(cfg CgroupConfig, h cgroupHooks) (*CgroupManager, error) {
 			m.has[w.file] = true
 		}
 	}
-	m.has["cgroup.kill"] = exists(filepath.Join(m.bases[0], "cgroup.kill"))
 	return m, nil
 }
 
@@ -201,7 +198,7 @@ func (m *CgroupManager) makeBases() error {
 	}
 	if m.mode == CgroupV2 {
 		// Children of the instance directory get the same controllers.
-		if err := writeCgroupFile(filepath.Join(m.bases[0], "cgroup.subtree_control"), m.enableLine()); err != nil {
+		if err := cgroup.Write(filepath.Join(m.bases[0], "cgroup.subtree_control"), m.enableLine()); err != nil {
 			return &CgroupError{Reason: "enable controllers in " + m.bases[0], Fix: fixV2Delegate, Err: err}
 		}
 	}
@@ -268,10 +265,10 @@ func (m *CgroupManager) openV2(root string, own map[string]string) error {
 	if err := m.mkdir(leaf); err != nil && !errors.Is(err, os.ErrExist) {
 		return m.permError("create the host's leaf cgroup "+leaf, err)
 	}
-	if err := writeCgroupFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+	if err := cgroup.Write(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
 		return m.permError("move the host into "+leaf, err)
 	}
-	if err := writeCgroupFile(filepath.Join(ownDir, "cgroup.subtree_control"), m.enableLine()); err != nil {
+	if err := cgroup.Write(filepath.Join(ownDir, "cgroup.subtree_control"), m.enableLine()); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			procs, _ := os.ReadFile(filepath.Join(ownDir, "cgroup.procs"))
 			return &CgroupError{Reason: fmt.Sprintf("%s still holds other processes (%s), so it cannot enable controllers for children",
@@ -335,7 +332,7 @@ func (m *CgroupManager) clear(base string) error {
 	var errs []error
 	for _, e := range ents {
 		if e.IsDir() {
-			errs = append(errs, m.removeDir(filepath.Join(base, e.Name())))
+			errs = append(errs, cgroup.Remove(filepath.Join(base, e.Name()), m.rmdir))
 		}
 	}
 	return errors.Join(errs...)
@@ -367,7 +364,7 @@ func (m *CgroupManager) New(lim cgroupLimits) (*Cgroup, error) {
 		if w.optional && !m.has[w.file] {
 			continue
 		}
-		if err := writeCgroupFile(p, w.value); err != nil {
+		if err := cgroup.Write(p, w.value); err != nil {
 			_ = cg.Remove()
 			return nil, fmt.Errorf("set %s=%s: %w", p, w.value, err)
 		}
@@ -425,7 +422,7 @@ func (m *CgroupManager) limitWrites(lim cgroupLimits) []limitWrite {
 // are born there.
 func (c *Cgroup) Attach(pid int) error {
 	for _, d := range c.dirs {
-		if err := writeCgroupFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+		if err := cgroup.Write(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("move pid %d into cgroup %s: %w", pid, d, err)
 		}
 	}
@@ -442,112 +439,9 @@ func (c *Cgroup) Name() string { return c.name }
 func (c *Cgroup) Remove() error {
 	var errs []error
 	for _, d := range c.dirs {
-		errs = append(errs, c.m.removeDir(d))
+		errs = append(errs, cgroup.Remove(d, c.m.rmdir))
 	}
 	return errors.Join(errs...)
-}
-
-// removeDir kills every process in the cgroup dir, waits until it is empty and
-// removes it.
-func (m *CgroupManager) removeDir(dir string) error {
-	deadline := time.Now().Add(removeWait)
-	if m.mode == CgroupV2 && m.has["cgroup.kill"] {
-		if err := writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("kill cgroup %s: %w", dir, err)
-		}
-	}
-	for {
-		err := m.rmdir(dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("remove cgroup %s: %w", dir, err)
-		}
-		// Still populated: kill what is there (v1 has no cgroup.kill, and
-		// without a freezer a fork can slip in between reads) and retry.
-		if err := killProcs(dir); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("remove cgroup %s: processes still in it after %s", dir, removeWait)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// killProcs SIGKILLs every process listed in dir/cgroup.procs. A pid is
-// signalled through a pidfd opened while the pid is still listed, so a pid
-// reused by a process outside the cgroup is never hit.
-func killProcs(dir string) error {
-	pids, err := readPids(dir)
-	if err != nil {
-		return err
-	}
-	for _, pid := range pids {
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue // gone
-		}
-		if still, err := readPids(dir); err == nil && contains(still, pid) {
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		}
-		_ = unix.Close(fd)
-	}
-	return nil
-}
-
-func readPids(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s/cgroup.procs: %w", dir, err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
-}
-
-// readOwn parses /proc/<pid>/cgroup: controller → path ("" is the v2 line).
-func readOwn(file string) (map[string]string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	own := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			own[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			own[c] = parts[2]
-		}
-	}
-	return own, nil
-}
-
-// write writes value to an existing interface file, as one writeCgroupFile(2).
-func writeCgroupFile(p, value string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // permError names the fix when the host may not write its cgroup.
@@ -577,15 +471,6 @@ func bfqInUse() bool {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func contains(pids []int, pid int) bool {
-	for _, p := range pids {
-		if p == pid {
-			return true
-		}
-	}
-	return false
 }
 
 func validName(s string) bool {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/clawpen/clawpen/internal/cgroup"
 )
 
 // The v2 path cannot run on a v1 host, so it is tested against a directory
@@ -281,7 +283,7 @@ func TestRealCgroup(t *testing.T) {
 	procCgroup, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
 	require.NoError(t, err)
 	for _, d := range cg.Dirs() {
-		pids, err := readPids(d)
+		pids, err := cgroup.Procs(d)
 		require.NoError(t, err)
 		assert.Equal(t, []int{cmd.Process.Pid}, pids, d)
 	}
