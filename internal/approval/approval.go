@@ -156,7 +156,6 @@ func New(cfg Config) *Broker {
 func (b *Broker) Tool(ctx context.Context, run, group, tool string, argv []string, digest string) error {
 	shown := quoteArgv(argv)
 	if n := len([]rune(shown)); n > maxShown {
-		b.audit(ctx, group, "approval", tool, "deny", fmt.Sprintf("tool %s args sha256:%s: its command is %d characters shown, more than %d; refused without asking", tool, digest, n, maxShown))
 		return &Denial{fmt.Sprintf("the command is too long to show the owner in full (%d characters; at most %d)", n, maxShown)}
 	}
 	q := fmt.Sprintf("Group <code>%s</code> asks to run the bridge tool <code>%s</code>, exactly this command:\n<pre>%s</pre>",
@@ -206,8 +205,10 @@ func (b *Broker) ask(ctx context.Context, r request) (verdict, error) {
 		refusal = fmt.Sprintf("this run already asked the owner %d times, the most one run may", MaxAsked)
 	}
 	if refusal != "" {
+		// Not asked, so not the broker's to audit: the caller writes the
+		// refusal within its run's audit budget (ops, the egress proxy),
+		// so that a flood of calls cannot flood the log.
 		b.mu.Unlock()
-		b.audit(ctx, r.group, "approval", r.subject, "deny", refusal+"; refused without asking")
 		return verdict{}, &Denial{refusal}
 	}
 	id, err := newID()
