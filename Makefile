@@ -17,14 +17,17 @@ SANDBOX_USER ?= $(or $(CLAWPEN_SANDBOX_USER),clawpen-sandbox)
 
 # System packages the host needs: bubblewrap (sandbox), gcc (cgo for SQLite),
 # busybox-static and debootstrap (Docker test and agent images), Compose (the
-# tests bring configs/compose.yaml up). Installed only when missing. As root,
-# also the sandbox user when missing.
+# tests bring configs/compose.yaml up), espeak-ng and opus-tools (the tests'
+# real voice notes). Installed only when missing. As root, also the sandbox
+# user when missing.
 deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
 	command -v ss >/dev/null || missing="$$missing iproute2"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
+	command -v opusenc >/dev/null || missing="$$missing opus-tools"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if command -v docker >/dev/null; then command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
 	  docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || missing="$$missing docker-compose"; fi; \

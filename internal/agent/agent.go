@@ -20,7 +20,7 @@ import (
 )
 
 // MaxMemoryBytes caps each MEMORY.md read into the system prompt.
-const MaxMemoryBytes = 32 << 10
+const MaxMemoryBytes = domain.MaxMemoryBytes
 
 // runner is one invocation's state.
 type runner struct {
@@ -85,6 +85,9 @@ func (a *runner) run(ctx context.Context, j domain.Job, model Model) (string, er
 		maxTurns = DefaultMaxTurns
 	}
 
+	if resume {
+		msgs = a.compact(ctx, j, model, req.System, msgs)
+	}
 	req.OnText = newProgress(a.opts.Emit, time.Now).text
 
 	var final string
@@ -134,7 +137,7 @@ func (a *runner) run(ctx context.Context, j domain.Job, model Model) (string, er
 	}
 
 	if resume {
-		if err := saveTranscript(a.transcriptPath(), msgs, TranscriptBudget); err != nil {
+		if err := saveTranscript(a.transcriptPath(), msgs); err != nil {
 			// The answer is good; losing the session is the smaller harm than a retried run.
 			a.log.Warn("could not save the transcript", "err", err)
 		}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -319,4 +320,76 @@ func TestRunStreamsProgress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A conversation past the context budget: one summary request of the
+// older turns (their tool calls and results with them), then the run's
+// request carries the summary and the recent turns as they were; the
+// transcript keeps that. Without the host's archive, or when the summary
+// fails, nothing is replaced.
+func TestLongConversationIsCompacted(t *testing.T) {
+	e := newEnv(t)
+	job := func(prompt string, archived bool) domain.Job {
+		j := testJob(prompt)
+		j.ContextTokens, j.Archived = 3000, archived
+		return j
+	}
+	pad := strings.Repeat("words ", 500) // 3 KB: about 750 tokens a turn
+	for i := 1; i <= 3; i++ {
+		e.run(t, job(fmt.Sprintf(`FACT-%d %s TOOL bash {"command":"echo RESULT-%d"}`, i, pad, i), true))
+	}
+	before := len(e.llm.Requests())
+	require.Equal(t, 6, before, "under the budget: no summary yet")
+
+	// Past it, but the host archived nothing: kept whole.
+	e.run(t, job("FACT-4 "+pad+" REPLY four", false))
+	reqs := e.llm.Requests()
+	require.Len(t, reqs, before+1)
+	assert.Contains(t, reqs[len(reqs)-1].Messages[0].Text(), "FACT-1", "the oldest turn is still there")
+
+	// The summary request fails: kept whole, and the run goes on.
+	e.llm.FailNext(1, 400)
+	e.run(t, job("FACT-5 "+pad+" REPLY five", true))
+	reqs = e.llm.Requests()
+	require.Len(t, reqs, before+3, "the failed summary request, then the run's")
+	assert.Contains(t, reqs[len(reqs)-1].Messages[0].Text(), "FACT-1")
+
+	e.run(t, job("FACT-6 "+pad+" REPLY six", true))
+	reqs = e.llm.Requests()
+	require.Len(t, reqs, before+5, "one summary request, then the run's")
+	summary, run := reqs[len(reqs)-2], reqs[len(reqs)-1]
+	assert.Empty(t, summary.Tools)
+	text := summary.Messages[0].Text()
+	for _, want := range []string{"<conversation>", "FACT-1", "[assistant runs the tool bash]", "echo RESULT-1", "[tool result]\nRESULT-1", "FACT-4"} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, "FACT-6", "the recent turns are not summarised")
+	first := run.Messages[0].Text()
+	assert.True(t, strings.HasPrefix(first, "<conversation_summary>\nSummary of the earlier conversation. Facts: FACT-1 FACT-2 FACT-3"), first)
+	last := run.Messages[len(run.Messages)-1].Text()
+	assert.Contains(t, last, "FACT-6", "the prompt as it was")
+	for _, m := range run.Messages {
+		assert.NotContains(t, m.Text(), "RESULT-1", "the oldest tool result lives only in the summary")
+	}
+
+	saved, err := os.ReadFile(filepath.Join(e.opts.HomeDir, "transcript.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(saved), "conversation_summary")
+	assert.NotContains(t, string(saved), "FACT-1 words", "the transcript keeps the compacted conversation")
+}
+
+// The system prompt stays within what the host adds for it when it
+// reckons whether a run may compact (domain.MaxInstructionBytes, and each
+// MEMORY.md at most domain.MaxMemoryBytes, with the note of a cut).
+func TestSystemPromptWithinTheHostsBound(t *testing.T) {
+	e := newEnv(t)
+	j := testJob("hi")
+	j.IsMain, j.TaskID, j.Group, j.AssistantName = true, 123456789, strings.Repeat("g", 64), strings.Repeat("A", 32)
+	e.run(t, j)
+	require.LessOrEqual(t, len(e.llm.Requests()[0].System), domain.MaxInstructionBytes)
+	big := strings.Repeat("memory ", 10000)
+	require.NoError(t, os.WriteFile(filepath.Join(e.opts.GlobalDir, "MEMORY.md"), []byte(big), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(e.opts.WorkspaceDir, "MEMORY.md"), []byte(big), 0o644))
+	e.run(t, j)
+	require.LessOrEqual(t, len(e.llm.Requests()[1].System), domain.MaxInstructionBytes+2*(domain.MaxMemoryBytes+128))
 }

@@ -14,8 +14,6 @@ import (
 const (
 	transcriptName    = domain.TranscriptFile
 	transcriptVersion = 1
-	// TranscriptBudget is the size the saved history is trimmed to.
-	TranscriptBudget = 200 << 10
 )
 
 type transcriptDoc struct {
@@ -45,9 +43,10 @@ func loadTranscript(path string) ([]Message, error) {
 	return doc.Messages, nil
 }
 
-// saveTranscript trims msgs to budget and replaces the file atomically.
-func saveTranscript(path string, msgs []Message, budget int) error {
-	data, err := json.Marshal(transcriptDoc{Version: transcriptVersion, Messages: trimTranscript(msgs, budget)})
+// saveTranscript replaces the file with msgs, atomically. Nothing is cut:
+// a long conversation is compacted (compact.go), never trimmed.
+func saveTranscript(path string, msgs []Message) error {
+	data, err := json.Marshal(transcriptDoc{Version: transcriptVersion, Messages: msgs})
 	if err != nil {
 		return fmt.Errorf("encode transcript: %w", err)
 	}
@@ -71,34 +70,6 @@ func saveTranscript(path string, msgs []Message, budget int) error {
 		return fmt.Errorf("save transcript: %w", err)
 	}
 	return nil
-}
-
-// trimTranscript drops the oldest exchanges until the rest fits budget bytes
-// (JSON). It cuts only before a prompt (a user message that answers no tool
-// call), so a tool_use never loses its tool_result; when even the last
-// exchange is larger than the budget, that exchange is kept whole.
-func trimTranscript(msgs []Message, budget int) []Message {
-	sizes := make([]int, len(msgs))
-	total := 0
-	for i, m := range msgs {
-		b, _ := json.Marshal(m) // Messages hold only strings and valid raw JSON
-		sizes[i] = len(b)
-		total += len(b)
-	}
-	lastCut := -1
-	for i, m := range msgs {
-		if m.Role == RoleUser && !m.hasToolResult() {
-			if total <= budget {
-				return msgs[i:]
-			}
-			lastCut = i
-		}
-		total -= sizes[i]
-	}
-	if lastCut < 0 {
-		return msgs
-	}
-	return msgs[lastCut:]
 }
 
 // checkPairs verifies every tool_use is answered in the next message and every

@@ -36,34 +36,31 @@ func exchange(n int, size int) []Message {
 	}
 }
 
-func TestTrimTranscript(t *testing.T) {
+// The recent turns kept start at a prompt, never between a tool call and
+// its result, hold at most half the budget, and always the last prompt.
+func TestCompactCut(t *testing.T) {
 	var msgs []Message
 	for i := 0; i < 10; i++ {
 		msgs = append(msgs, exchange(i, 1000)...)
 	}
-	lastThree, _ := json.Marshal(msgs[len(msgs)-12:])
-	tests := []struct {
-		name      string
-		budget    int
-		wantFirst string
+	one := conversationBytes("", exchange(0, 1000))
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		first  string
 	}{
-		{"all fits", 1 << 20, "prompt 0"},
-		{"keeps the newest that fit", len(lastThree), "prompt 7"},
-		{"one byte less drops one more exchange", len(lastThree) - 20, "prompt 8"},
-		{"too small keeps the last exchange whole", 10, "prompt 9"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := trimTranscript(msgs, tt.budget)
-			require.NotEmpty(t, got)
-			assert.Equal(t, tt.wantFirst, got[0].text())
-			assert.NoError(t, checkPairs(got))
-			b, _ := json.Marshal(got)
-			if tt.budget > 1000 {
-				assert.LessOrEqual(t, len(b), tt.budget+len(got)) // array commas aside
-			}
+		{"room for three exchanges in half", (3*one + 3) / 2, "prompt 7"},
+		{"for two", (2*one + 3) / 2, "prompt 8"},
+		{"too small keeps the last prompt", 1, "prompt 9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cut := compactCut(msgs, tc.budget)
+			require.Positive(t, cut)
+			assert.Equal(t, tc.first, msgs[cut].text())
+			assert.NoError(t, checkPairs(msgs[cut:]))
 		})
 	}
+	assert.Zero(t, compactCut(exchange(0, 10), 1), "one exchange: nothing older to summarise")
 }
 
 func TestTranscriptSaveLoad(t *testing.T) {
@@ -74,7 +71,7 @@ func TestTranscriptSaveLoad(t *testing.T) {
 	assert.Empty(t, got)
 
 	msgs := exchange(1, 10)
-	require.NoError(t, saveTranscript(path, msgs, TranscriptBudget))
+	require.NoError(t, saveTranscript(path, msgs))
 	got, err = loadTranscript(path)
 	require.NoError(t, err)
 	assert.Equal(t, msgs, got)

@@ -374,14 +374,14 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 			log.Info("killed orphaned sandboxes", "count", n)
 		}
 	}
-	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20}
+	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20, Model: cfg.Model}
 	if uid >= 0 {
 		host.User = cfg.SandboxUser
 	}
 	switch b := backend.(type) {
 	case unavailable:
 		log.Error("agents will not run", "reason", b.err)
-		host = router.HostStatus{NoSandbox: b.err.Error()}
+		host = router.HostStatus{NoSandbox: b.err.Error(), Model: cfg.Model}
 	case *bwrap.Backend:
 		host.Limits = "cgroup " + string(b.CgroupMode())
 	case *docker.Backend:
@@ -486,6 +486,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Now:     cfg.UsageNow,
 		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20, SandboxUser: sandboxUser,
+		Transcriber: transcriber(cfg), TranscribeDailySeconds: cfg.TranscribeDailySeconds,
 		Drafts: p.Telegram,
 		Menu: func(ctx context.Context, owner int64) error {
 			return p.Telegram.SetCommandMenu(ctx, owner, ownerMenu())
@@ -511,7 +512,7 @@ func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Lo
 	return runner.New(runner.Config{
 		GroupsDir: cfg.GroupsDir, DataDir: cfg.DataDir, RunAsUID: p.RunAsUID, RunAsGID: p.RunAsGID,
 		AssistantName: cfg.AssistantName, Provider: cfg.Provider(), Model: cfg.Model,
-		Env: cfg.SandboxEnv(), Limits: limits, Logger: log,
+		Env: cfg.SandboxEnv(), Limits: limits, Logger: log, ContextTokens: cfg.ContextTokens,
 		Upstreams: hostsock.Config{
 			Anthropic: hostsock.Upstream{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicKey},
 			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},

@@ -79,6 +79,7 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 
 	fs = append(fs, telegramFinding(ctx, cfg))
 	fs = append(fs, providerFinding(ctx, cfg, &http.Client{Timeout: providerTimeout}))
+	fs = append(fs, transcriberFinding(ctx, cfg, &http.Client{Timeout: providerTimeout}))
 	fs = append(fs, dataFinding(ctx, cfg))
 
 	uid, gid, userErr := SandboxUser(cfg.SandboxUser)

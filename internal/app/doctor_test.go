@@ -113,3 +113,41 @@ func TestToolsFinding(t *testing.T) {
 	assert.Equal(t, OK, f.Verdict, "%+v", f)
 	assert.Contains(t, f.Detail, "1 bridge tools; each call in a cgroup of its own under /sys/fs/cgroup")
 }
+
+func TestTranscriberFinding(t *testing.T) {
+	llm := fakellm.New()
+	t.Cleanup(llm.Close)
+	llm.SetRequiredKey("sk-transcribe")
+	cfg := func(env map[string]string) config.Config {
+		c, err := config.FromEnv(func(k string) string { return env[k] })
+		require.NoError(t, err)
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		verdict Verdict
+		want    []string
+	}{
+		{"off", nil, OK, []string{"off: voice notes reach the agent as files"}},
+		{"openai, key accepted", map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "CLAWPEN_TRANSCRIBE_URL": llm.URL(), "CLAWPEN_TRANSCRIBE_KEY": "sk-transcribe"}, OK,
+			[]string{llm.URL() + "/v1/audio/transcriptions, model whisper-1, the key in CLAWPEN_TRANSCRIBE_KEY, at most 60 minutes a day"}},
+		{"openai, key refused", map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "CLAWPEN_TRANSCRIBE_URL": llm.URL(), "OPENAI_API_KEY": "sk-wrong"}, Fail,
+			[]string{"the key is refused", "the key in OPENAI_API_KEY", "check CLAWPEN_TRANSCRIBE_KEY"}},
+		{"openai, unreachable", map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "CLAWPEN_TRANSCRIBE_URL": "http://127.0.0.1:9"}, Fail,
+			[]string{"not reachable", "check CLAWPEN_TRANSCRIBE_URL"}},
+		{"command found", map[string]string{"CLAWPEN_TRANSCRIBE": "command", "CLAWPEN_TRANSCRIBE_CMD": "sh -c {file}", "CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "0"}, OK,
+			[]string{"the command sh -c {file}, at most 2m0s each, no daily limit"}},
+		{"command missing", map[string]string{"CLAWPEN_TRANSCRIBE": "command", "CLAWPEN_TRANSCRIBE_CMD": "/nonexistent/whisper -f {file}"}, Fail,
+			[]string{"/nonexistent/whisper", "install the program"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := transcriberFinding(context.Background(), cfg(tc.env), &http.Client{Timeout: 10 * time.Second})
+			assert.Equal(t, tc.verdict, f.Verdict, "%+v", f)
+			for _, w := range tc.want {
+				assert.Contains(t, f.Detail+" fix: "+f.Fix, w)
+			}
+			assert.NotContains(t, f.Detail, "sk-")
+		})
+	}
+}

@@ -36,7 +36,7 @@ func NewLogger(w io.Writer, cfg config.Config, level slog.Level) *slog.Logger {
 // colon is its secret on its own.
 func secretsOf(cfg config.Config) []string {
 	var out []string
-	for _, s := range []string{cfg.TelegramToken, cfg.AnthropicKey, cfg.OpenAIKey} {
+	for _, s := range []string{cfg.TelegramToken, cfg.AnthropicKey, cfg.OpenAIKey, cfg.TranscribeKey} {
 		if len(s) >= minSecretLen {
 			out = append(out, s)
 		}

@@ -68,7 +68,7 @@ type countedUsage struct {
 	m *hostMetrics
 }
 
-func (u countedUsage) AddUsage(ctx context.Context, group, day string, input, output int64) error {
+func (u countedUsage) AddUsage(ctx context.Context, group, model, day string, input, output int64) error {
 	u.m.Tokens(group, input, output)
-	return u.UsageBook.AddUsage(ctx, group, day, input, output)
+	return u.UsageBook.AddUsage(ctx, group, model, day, input, output)
 }

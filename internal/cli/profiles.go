@@ -16,8 +16,8 @@ import (
 
 func profilesCommand() *command {
 	return &command{name: "profiles", summary: "sandbox profiles (CLAWPEN_PROFILES)", dflt: "list", subs: []*command{
-		{name: "list", summary: "every profile: network, egress, limits, tools, daily_tokens, and the groups using it",
-			detail: "The built-in default included. A limit the profile does not set is the host's (shown as such).",
+		{name: "list", summary: "every profile: network, egress, limits, tools, daily_tokens, model, transcribe, and the groups using it",
+			detail: "The built-in default included. A limit or model the profile does not set is the host's (shown in parentheses).",
 			flags:  noFlags(profilesList)},
 		{name: "revoke", args: "<folder> <host>[:port]", min: 2, max: 2,
 			summary: "take back a destination the owner allowed a group, as /revoke does in the main chat",
@@ -78,7 +78,7 @@ func profilesList(ctx context.Context, s *session, _ []string) error {
 	}
 	host := s.hostLimits()
 	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROFILE\tNETWORK\tEGRESS\tMEMORY\tPIDS\tCPUS\tTIMEOUT\tDISK\tTOOLS\tDAILY TOKENS\tGROUPS")
+	fmt.Fprintln(tw, "PROFILE\tNETWORK\tEGRESS\tMEMORY\tPIDS\tCPUS\tTIMEOUT\tDISK\tTOOLS\tDAILY TOKENS\tMODEL\tTRANSCRIBE\tGROUPS")
 	names := now.Names()
 	for _, name := range names {
 		p, _ := now.Get(name)
@@ -86,16 +86,20 @@ func profilesList(ctx context.Context, s *session, _ []string) error {
 		if p.EgressAsk {
 			egress += " (else ask the owner)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Network, egress,
+		model := "(" + s.cfg.Model + ")"
+		if p.Model != "" {
+			model = p.Model
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Network, egress,
 			limit(p.MemoryMB, host.MemoryBytes>>20, "MiB"), limit(int64(p.Pids), int64(host.Pids), ""),
 			cpus(p.CPUs, host.CPUs), duration(p, host), limit(p.DiskMB, host.DiskBytes>>20, "MiB"),
-			orNone(p.Tools), tokens(p.DailyTokens), orNone(users[name]))
+			orNone(p.Tools), tokens(p.DailyTokens), model, map[bool]string{false: "yes", true: "no"}[p.NoTranscribe], orNone(users[name]))
 	}
 	// Groups naming a profile the file does not give are listed too: they
 	// run nothing.
 	for _, name := range sortedNames(users) {
 		if _, ok := now.Get(name); !ok {
-			fmt.Fprintf(tw, "%s\t(undefined: these groups run nothing)\t\t\t\t\t\t\t\t\t%s\n", name, strings.Join(users[name], ", "))
+			fmt.Fprintf(tw, "%s\t(undefined: these groups run nothing)\t\t\t\t\t\t\t\t\t\t\t%s\n", name, strings.Join(users[name], ", "))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -26,7 +26,7 @@ func TestProfilesCommands(t *testing.T) {
 	assert.Contains(t, errs, "no profiles file")
 	assert.Contains(t, h.ok("groups", "profile", "family", "default"), "family now runs with the profile default")
 
-	write(`{"profiles":{"research":{"network":"allowlist","egress":["pypi.org","*.github.com:443"],"memory_mb":512,"cpus":0.5,"timeout":"2m","tools":["web_search"],"daily_tokens":1000}}}`)
+	write(`{"profiles":{"research":{"network":"allowlist","egress":["pypi.org","*.github.com:443"],"memory_mb":512,"cpus":0.5,"timeout":"2m","tools":["web_search"],"daily_tokens":1000,"model":"claude-haiku-4-5","transcribe":false}}}`)
 	assert.Contains(t, h.ok("groups", "profile", "family", "research"), "family now runs with the profile research")
 	code, _, errs = h.run("groups", "profile", "work", "nope")
 	assert.Equal(t, 1, code)
@@ -36,8 +36,8 @@ func TestProfilesCommands(t *testing.T) {
 	assert.Contains(t, errs, "no group has the folder nobody")
 
 	list := h.ok("profiles", "list")
-	assert.Regexp(t, `default\s+none\s+-\s+\(1024 MiB\)\s+\(256\)\s+\(1\)\s+\(10m0s\)\s+\(1024 MiB\)\s+-\s+no budget\s+work`, list)
-	assert.Regexp(t, `research\s+allowlist\s+pypi.org,\*.github.com:443\s+512 MiB\s+\(256\)\s+0.5\s+2m0s\s+\(1024 MiB\)\s+web_search\s+1000\s+family`, list)
+	assert.Regexp(t, `default\s+none\s+-\s+\(1024 MiB\)\s+\(256\)\s+\(1\)\s+\(10m0s\)\s+\(1024 MiB\)\s+-\s+no budget\s+\(claude-sonnet-4-5\)\s+yes\s+work`, list)
+	assert.Regexp(t, `research\s+allowlist\s+pypi.org,\*.github.com:443\s+512 MiB\s+\(256\)\s+0.5\s+2m0s\s+\(1024 MiB\)\s+web_search\s+1000\s+claude-haiku-4-5\s+no\s+family`, list)
 	assert.Regexp(t, `family\s+-1001\s+family\s+research\s`, h.ok("groups", "list"))
 	assert.Contains(t, h.ok("profiles", "check"), "is valid: default, research")
 

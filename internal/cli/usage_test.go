@@ -21,8 +21,8 @@ func TestUsage(t *testing.T) {
 	st, err := store.Open(context.Background(), filepath.Join(h.dir, "data", "clawpen.db"))
 	require.NoError(t, err)
 	now := time.Now().UTC()
-	require.NoError(t, st.AddUsage(context.Background(), "family", domain.Day(now, time.UTC), 1200, 34))
-	require.NoError(t, st.AddUsage(context.Background(), "family", domain.Day(now.AddDate(0, 0, -3), time.UTC), 5, 5))
+	require.NoError(t, st.AddUsage(context.Background(), "family", "claude-test", domain.Day(now, time.UTC), 1200, 34))
+	require.NoError(t, st.AddUsage(context.Background(), "family", "claude-test", domain.Day(now.AddDate(0, 0, -3), time.UTC), 5, 5))
 	require.NoError(t, st.Close())
 
 	out := h.ok("usage")

@@ -18,6 +18,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/transcribe"
 )
 
 // Config is the host's configuration. Secrets (TelegramToken, AnthropicKey,
@@ -79,6 +80,9 @@ type Config struct {
 	// MaxTokens (CLAWPEN_MAX_TOKENS) caps max_tokens of every model request
 	// the host proxies; 0 leaves the proxy's default.
 	MaxTokens int64
+	// ContextTokens (CLAWPEN_CONTEXT_TOKENS) is the estimated size past
+	// which a group's conversation is compacted.
+	ContextTokens int64
 
 	TZ *time.Location
 
@@ -123,6 +127,22 @@ type Config struct {
 	MetricsAddr string
 	// LogFormat (CLAWPEN_LOG_FORMAT) is "text" (the default) or "json".
 	LogFormat string
+	// Transcribe says how voice notes, audio and video notes become text
+	// (CLAWPEN_TRANSCRIBE): TranscribeOff, TranscribeOpenAI (an
+	// OpenAI-compatible endpoint at TranscribeURL, with TranscribeKey and
+	// TranscribeModel) or TranscribeCommand (TranscribeCmd, run like a
+	// bridge tool). TranscribeKey is a secret: it never leaves the host but
+	// towards TranscribeURL.
+	Transcribe        string
+	TranscribeURL     string
+	TranscribeModel   string
+	TranscribeKey     string
+	TranscribeCmd     []string
+	TranscribeTimeout time.Duration
+	// TranscribeDailySeconds is how much audio a group other than main may
+	// have transcribed a day (CLAWPEN_TRANSCRIBE_DAILY_MINUTES); 0: no limit.
+	TranscribeDailySeconds int64
+
 	// Retention (CLAWPEN_RETENTION) is how long stored messages a run no
 	// longer needs, task-run logs and audit entries are kept; 0 (the
 	// default) keeps them.
@@ -161,6 +181,15 @@ const (
 	DefaultMinInterval   = time.Minute
 	DefaultSenderRate    = 20 // calls per member and hour
 	DefaultApproval      = 2 * time.Minute
+
+	TranscribeOff     = "off"
+	TranscribeOpenAI  = "openai"
+	TranscribeCommand = "command"
+	// DefaultTranscribeURL is OpenAI's; requests go to <url>/v1/audio/transcriptions.
+	DefaultTranscribeURL     = "https://api.openai.com"
+	DefaultTranscribeModel   = "whisper-1"
+	DefaultTranscribeTimeout = 2 * time.Minute
+	DefaultTranscribeMinutes = 60
 )
 
 // DefaultRetryBackoff is CLAWPEN_RETRY_BACKOFF's default.
@@ -227,6 +256,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		ApprovalTimeout:  DefaultApproval,
 		MetricsAddr:      get("CLAWPEN_METRICS_ADDR", ""),
 		LogFormat:        get("CLAWPEN_LOG_FORMAT", "text"),
+
+		Transcribe:             get("CLAWPEN_TRANSCRIBE", TranscribeOff),
+		TranscribeURL:          strings.TrimRight(get("CLAWPEN_TRANSCRIBE_URL", DefaultTranscribeURL), "/"),
+		TranscribeModel:        get("CLAWPEN_TRANSCRIBE_MODEL", DefaultTranscribeModel),
+		TranscribeKey:          get("CLAWPEN_TRANSCRIBE_KEY", get("OPENAI_API_KEY", "")),
+		TranscribeTimeout:      DefaultTranscribeTimeout,
+		TranscribeDailySeconds: DefaultTranscribeMinutes * 60,
+		ContextTokens:          domain.DefaultContextTokens,
 	}
 	if v := get("CLAWPEN_OWNER_ID", ""); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
@@ -262,6 +299,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("CLAWPEN_MAX_TOKENS=%q: want a whole number from 1 to 1000000", v))
 		}
 		c.MaxTokens = n
+	}
+	if v := get("CLAWPEN_CONTEXT_TOKENS", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		// Past a million tokens, the transcript passes what the model
+		// proxy takes in one request (8 MiB) before it is compacted.
+		if err != nil || n < 1000 || n > 1_000_000 {
+			errs = append(errs, fmt.Errorf("CLAWPEN_CONTEXT_TOKENS=%q: want a whole number of tokens from 1000 to 1000000", v))
+		}
+		c.ContextTokens = n
 	}
 	if v := get("CLAWPEN_WARM", ""); v != "" {
 		n, err := strconv.Atoi(v)
@@ -399,6 +445,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.ApprovalTimeout = d
 	}
+	errs = append(errs, c.transcriber(get)...)
 	c.PassEnvValues = map[string]string{}
 	for _, name := range strings.Split(get("CLAWPEN_SANDBOX_ENV", ""), ",") {
 		name = strings.TrimSpace(name)
@@ -426,6 +473,47 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.ToolsDir = ExpandHome(c.ToolsDir)
 	errs = append(errs, c.hostRoot(get("CLAWPEN_ROOT", ""), get("CLAWPEN_HOST_ROOT", ""))...)
 	return c, errors.Join(errs...)
+}
+
+// transcriber checks the CLAWPEN_TRANSCRIBE variables. The key is
+// CLAWPEN_TRANSCRIBE_KEY, else OPENAI_API_KEY: never the Anthropic key,
+// which would then reach another company's server. Only a server other
+// than OpenAI's (a local one) may go without a key.
+func (c *Config) transcriber(get func(name, def string) string) []error {
+	var errs []error
+	switch c.Transcribe {
+	case TranscribeOff:
+	case TranscribeOpenAI:
+		if !strings.HasPrefix(c.TranscribeURL, "http://") && !strings.HasPrefix(c.TranscribeURL, "https://") {
+			errs = append(errs, fmt.Errorf("CLAWPEN_TRANSCRIBE_URL=%q: want an http:// or https:// URL (without /v1)", c.TranscribeURL))
+		}
+		if c.TranscribeKey == "" && c.TranscribeURL == DefaultTranscribeURL {
+			errs = append(errs, errors.New("CLAWPEN_TRANSCRIBE=openai needs OPENAI_API_KEY or CLAWPEN_TRANSCRIBE_KEY (only a server of your own at CLAWPEN_TRANSCRIBE_URL may go without)"))
+		}
+	case TranscribeCommand:
+		argv, err := transcribe.ParseCommand(get("CLAWPEN_TRANSCRIBE_CMD", ""))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CLAWPEN_TRANSCRIBE_CMD: %w", err))
+		}
+		c.TranscribeCmd = argv
+	default:
+		errs = append(errs, fmt.Errorf("CLAWPEN_TRANSCRIBE=%q: want off, openai or command", c.Transcribe))
+	}
+	if v := get("CLAWPEN_TRANSCRIBE_TIMEOUT", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			errs = append(errs, fmt.Errorf("CLAWPEN_TRANSCRIBE_TIMEOUT=%q: want a Go duration from 1s to 1h, e.g. 2m", v))
+		}
+		c.TranscribeTimeout = d
+	}
+	if v := get("CLAWPEN_TRANSCRIBE_DAILY_MINUTES", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 24*60 {
+			errs = append(errs, fmt.Errorf("CLAWPEN_TRANSCRIBE_DAILY_MINUTES=%q: want whole minutes from 0 (no limit) to 1440", v))
+		}
+		c.TranscribeDailySeconds = n * 60
+	}
+	return errs
 }
 
 // ToolEnv is the host's value of name, for a bridge tool's process, whose

@@ -324,3 +324,45 @@ func TestToolsDirAndToolEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/etc/clawpen/tools", c.ToolsDir)
 }
+
+// The transcriber's settings: the key is CLAWPEN_TRANSCRIBE_KEY, else
+// OPENAI_API_KEY, never ANTHROPIC_API_KEY; OpenAI's own server needs one.
+func TestTranscriber(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		err  string
+		key  string
+		cmd  []string
+	}{
+		{name: "off by default", env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}},
+		{name: "openai with only the Anthropic key", env: map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "ANTHROPIC_API_KEY": "sk-ant"},
+			err: "needs OPENAI_API_KEY or CLAWPEN_TRANSCRIBE_KEY"},
+		{name: "openai key", env: map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "OPENAI_API_KEY": "sk-oai"}, key: "sk-oai"},
+		{name: "its own key wins", env: map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "OPENAI_API_KEY": "sk-oai", "CLAWPEN_TRANSCRIBE_KEY": "gsk-groq"}, key: "gsk-groq"},
+		{name: "a local server without key", env: map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "CLAWPEN_TRANSCRIBE_URL": "http://127.0.0.1:8080/"}},
+		{name: "bad url", env: map[string]string{"CLAWPEN_TRANSCRIBE": "openai", "CLAWPEN_TRANSCRIBE_URL": "ftp://x", "CLAWPEN_TRANSCRIBE_KEY": "k"}, err: "CLAWPEN_TRANSCRIBE_URL"},
+		{name: "command", env: map[string]string{"CLAWPEN_TRANSCRIBE": "command", "CLAWPEN_TRANSCRIBE_CMD": "whisper-cli -nt -f {file}"},
+			cmd: []string{"whisper-cli", "-nt", "-f", "{file}"}},
+		{name: "command without file", env: map[string]string{"CLAWPEN_TRANSCRIBE": "command", "CLAWPEN_TRANSCRIBE_CMD": "whisper-cli"}, err: "CLAWPEN_TRANSCRIBE_CMD: want {file}"},
+		{name: "unknown mode", env: map[string]string{"CLAWPEN_TRANSCRIBE": "whisper"}, err: `CLAWPEN_TRANSCRIBE="whisper"`},
+		{name: "bad limit", env: map[string]string{"CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "-1"}, err: "CLAWPEN_TRANSCRIBE_DAILY_MINUTES"},
+		{name: "bad timeout", env: map[string]string{"CLAWPEN_TRANSCRIBE_TIMEOUT": "0s"}, err: "CLAWPEN_TRANSCRIBE_TIMEOUT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromEnv(env(tc.env))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.key, c.TranscribeKey)
+			assert.Equal(t, tc.cmd, c.TranscribeCmd)
+			assert.NotContains(t, c.TranscribeURL+c.TranscribeKey, "sk-ant")
+		})
+	}
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3600), c.TranscribeDailySeconds)
+	assert.Equal(t, DefaultTranscribeURL, c.TranscribeURL)
+}

@@ -53,6 +53,9 @@ var (
 	profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 	toolName    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	hostLabel   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	// modelName is what providers name models: claude-haiku-4-5,
+	// gpt-4.1-mini, llama3:latest, meta-llama/Llama-3-8b.
+	modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 )
 
 // LoadProfiles reads and validates the profiles file at path. A missing
@@ -200,8 +203,21 @@ func setField(p *domain.Profile, key string, raw jsontext.Value) error {
 		return intIn(raw, &p.DailyTokens, 1, math.MaxInt64)
 	case "egress_ask":
 		return json.Unmarshal(raw, &p.EgressAsk)
+	case "model":
+		if err := json.Unmarshal(raw, &p.Model); err != nil {
+			return err
+		}
+		if !modelName.MatchString(p.Model) {
+			return fmt.Errorf("%q: want a model name like claude-haiku-4-5 (letters, digits and . _ : / @ + -, at most 128)", p.Model)
+		}
+	case "transcribe":
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil {
+			return fmt.Errorf("%s: want true or false", raw)
+		}
+		p.NoTranscribe = !on
 	default:
-		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens)")
+		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe)")
 	}
 	return nil
 }

@@ -51,6 +51,13 @@ func TestParseProfiles(t *testing.T) {
 			want: map[string]domain.Profile{"a": {Name: "a", Network: "allowlist", EgressAsk: true}}},
 		{name: "egress_ask without network", file: `{"profiles":{"a":{"egress_ask":true}}}`, errHas: `field "egress_ask": true, but`},
 		{name: "egress_ask not a bool", file: `{"profiles":{"a":{"network":"allowlist","egress_ask":"yes"}}}`, errHas: `field "egress_ask"`},
+		{name: "model and no transcription", file: `{"profiles":{"cheap":{"model":"claude-haiku-4-5","transcribe":false},"local":{"model":"meta-llama/Llama-3-8b:q4","transcribe":true}}}`,
+			want: map[string]domain.Profile{"cheap": {Name: "cheap", Network: "none", Model: "claude-haiku-4-5", NoTranscribe: true},
+				"local": {Name: "local", Network: "none", Model: "meta-llama/Llama-3-8b:q4"}}},
+		{name: "model empty", file: `{"profiles":{"a":{"model":""}}}`, errHas: `field "model": "": want a model name`},
+		{name: "model with space", file: `{"profiles":{"a":{"model":"gpt 4"}}}`, errHas: `field "model"`},
+		{name: "model newline", file: `{"profiles":{"a":{"model":"x\ny"}}}`, errHas: `field "model"`},
+		{name: "transcribe string", file: `{"profiles":{"a":{"transcribe":"no"}}}`, errHas: `field "transcribe": "no": want true or false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

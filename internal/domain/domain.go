@@ -54,6 +54,12 @@ type Attachment struct {
 	Path string `json:"path,omitempty"`
 	Name string `json:"name,omitempty"` // the sender's file name: untrusted, shown escaped
 	Note string `json:"note,omitempty"` // e.g. too large
+	// Speech marks a voice note, audio file or video note: the host
+	// transcribes it when it is set up to.
+	Speech bool `json:"speech,omitempty"`
+	// Transcript is what the host's transcriber heard: the sender's
+	// words, untrusted, shown escaped.
+	Transcript string `json:"transcript,omitempty"`
 }
 
 // ErrFileTooLarge is a file users sent that is over the host's cap.
@@ -64,6 +70,9 @@ type InFile struct {
 	Type string // photo, document, voice, audio, video
 	Name string // the sender's file name: untrusted
 	MIME string // the sender's claim: untrusted
+	// Speech marks a voice note, audio file or video note (a video note
+	// is of Type video): recorded speech the host may transcribe.
+	Speech bool
 	// Sizes are the versions Telegram offers, largest first (a photo comes
 	// in several; anything else in one). Bytes 0 is unknown.
 	Sizes []FileVersion

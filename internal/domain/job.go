@@ -54,7 +54,31 @@ type Job struct {
 	// Tools are the host bridge tools the group may call, offered to the
 	// model under their own names; the host checks every call again.
 	Tools []JobTool `json:"tools,omitempty"`
+	// ContextTokens is the size, estimated (EstimateTokens), past which
+	// the conversation is compacted (CLAWPEN_CONTEXT_TOKENS); 0 is
+	// DefaultContextTokens.
+	ContextTokens int64 `json:"context_tokens,omitempty"`
+	// Archived: the host archived the transcript before this run, because
+	// the conversation may pass ContextTokens in it. Only then may the
+	// agent replace older turns with their summary: no turn is dropped
+	// that the archive does not hold.
+	Archived bool `json:"archived,omitempty"`
 }
+
+// DefaultContextTokens is CLAWPEN_CONTEXT_TOKENS' default.
+const DefaultContextTokens = 100000
+
+// EstimateTokens is how many tokens n bytes of conversation are reckoned
+// to be: one in four bytes, the providers' own rule of thumb for English.
+func EstimateTokens(n int64) int64 { return (n + 3) / 4 }
+
+// Bounds of the agent's system prompt, which the host adds to what it
+// reckons a run's conversation to be: the fixed instructions, and each of
+// the two MEMORY.md files it reads (global, the group's).
+const (
+	MaxInstructionBytes = 4 << 10
+	MaxMemoryBytes      = 32 << 10
+)
 
 // JobTool is a bridge tool as the agent offers it to the model.
 type JobTool struct {

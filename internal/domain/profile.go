@@ -29,6 +29,12 @@ type Profile struct {
 	DiskMB      int64
 	Tools       []string // bridge tools a non-main group may call
 	DailyTokens int64    // 0: no budget
+	// Model is the model the host's proxy pins for the group's runs,
+	// whatever the sandbox asks for; "" is the host's (CLAWPEN_MODEL).
+	Model string
+	// NoTranscribe is "transcribe": false: the group's voice notes are
+	// kept as files, never sent to the transcriber.
+	NoTranscribe bool
 }
 
 // HasNetwork reports whether the profile's sandboxes reach the network

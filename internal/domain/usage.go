@@ -19,6 +19,7 @@ func Day(t time.Time, loc *time.Location) string {
 type Usage struct {
 	Group    string
 	Day      string // DayLayout, in TZ
+	Model    string // "" for every model together
 	Input    int64
 	Output   int64
 	Requests int64 // answers that reported usage
@@ -26,3 +27,11 @@ type Usage struct {
 
 // Total is what a daily budget counts: input plus output.
 func (u Usage) Total() int64 { return u.Input + u.Output }
+
+// Transcribed is the audio a group had transcribed on one day.
+type Transcribed struct {
+	Group   string
+	Day     string // DayLayout, in TZ
+	Seconds int64  // each file's length, rounded up to whole seconds
+	Files   int64
+}

@@ -1,6 +1,7 @@
 // Package fakellm is a fake model provider for tests: it speaks the Anthropic
 // Messages API (POST /v1/messages, JSON and SSE streaming), the OpenAI chat
-// completions API (POST /v1/chat/completions, JSON and SSE streaming), with
+// completions API (POST /v1/chat/completions, JSON and SSE streaming), the
+// audio transcription API (POST /v1/audio/transcriptions, transcribe.go), with
 // the token usage of every answer as the providers report it, and both lists of models (GET
 // /v1/models) on the wire, so the official SDKs talk to it unchanged. Its answers follow a deterministic script driven by the
 // conversation (see script.go), which lets end-to-end tests make an agent use tools.
@@ -31,6 +32,10 @@ type Server struct {
 	failStatus  int
 	seq         int
 	firstText   func(at time.Time) // see OnFirstText
+
+	transcribeKey  string
+	transcriptions []Transcription
+	failSummaries  int
 
 	ts   *httptest.Server // set by New
 	hs   *http.Server     // set by Start
@@ -121,6 +126,14 @@ func (s *Server) OnFirstText(f func(at time.Time)) {
 	s.firstText = f
 }
 
+// FailSummaries makes the next n summary requests (see script.go) fail
+// with 400, and no other request.
+func (s *Server) FailSummaries(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failSummaries = n
+}
+
 // FailNext makes the next n requests fail with status and the provider's error JSON.
 func (s *Server) FailNext(n int, status int) {
 	s.mu.Lock()
@@ -145,6 +158,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/models":
 		s.serveModels(w, r)
 		return
+	case "/v1/audio/transcriptions":
+		s.serveTranscription(w, r)
+		return
 	case "/v1/messages":
 		api = anthropicAPI
 	case "/v1/chat/completions":
@@ -167,6 +183,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := s.failStatus
 	if failing {
 		s.failLeft--
+	} else if s.failSummaries > 0 && isSummary(req.Messages) {
+		s.failSummaries--
+		failing, status = true, http.StatusBadRequest
 	}
 	key := s.requiredKey
 	firstText := s.firstText

@@ -24,6 +24,11 @@ import (
 //	                            counts (else input is the prompt's length / 4,
 //	                            output the answer's)
 //
+// A summary request (clawpen-agent's compaction: the prompt starts with
+// "<conversation>") runs no directive: its answer is "Summary of the
+// earlier conversation. Facts: " and every distinct FACT-<word> in it, in
+// order, so a test sees which facts the summary kept.
+//
 // Directives may sit inside other text on a line. While fewer tool_results than
 // TOOL directives follow the prompt, the answer is a tool_use for the next one;
 // then the final text: REPLY / REPLY_LONG if given, else "results:\n" and each
@@ -71,8 +76,10 @@ type directives struct {
 	usage    *[2]int // USAGE: input and output tokens
 }
 
-// closingTag is the host's element end after a directive (</message>, </scheduled_task>).
-var closingTag = regexp.MustCompile(`</[a-z_]+>$`)
+// closingTag is the host's element ends after a directive (</message>,
+// </scheduled_task>; </transcript></attachment></message> after a
+// transcript's).
+var closingTag = regexp.MustCompile(`(</(?:messages?|scheduled_task|transcript|attachment)>)+$`)
 
 func parseDirectives(prompt string) (directives, error) {
 	var d directives
@@ -140,6 +147,9 @@ func plan(msgs []Message) (answer, error) {
 		return answer{}, errNoPrompt
 	}
 	prompt := html.UnescapeString(msgs[promptIdx].Text())
+	if isSummary(msgs) {
+		return answer{text: summarise(prompt), inToks: len(prompt)/4 + 1}, nil
+	}
 	d, err := parseDirectives(prompt)
 	if err != nil {
 		return answer{}, err
@@ -211,4 +221,25 @@ func longText(n int) string {
 		out[n-1] = '.'
 	}
 	return string(out)
+}
+
+var factRe = regexp.MustCompile(`\bFACT-\w+`)
+
+// summarise is the fake's summary of a conversation: the facts in it.
+func summarise(conversation string) string {
+	var facts []string
+	seen := map[string]bool{}
+	for _, f := range factRe.FindAllString(conversation, -1) {
+		if !seen[f] {
+			seen[f] = true
+			facts = append(facts, f)
+		}
+	}
+	return "Summary of the earlier conversation. Facts: " + strings.Join(facts, " ")
+}
+
+// isSummary reports whether msgs are a summary request: one prompt that
+// starts with "<conversation>".
+func isSummary(msgs []Message) bool {
+	return len(msgs) == 1 && strings.HasPrefix(msgs[0].Text(), "<conversation>")
 }

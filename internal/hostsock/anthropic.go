@@ -177,36 +177,37 @@ func set(names ...string) map[string]bool {
 }
 
 // rebuildAnthropic rebuilds a Messages API request (countTokens: the
-// count_tokens endpoint's, which takes fewer fields).
-func rebuildAnthropic(body []byte, countTokens bool, p Policy) ([]byte, error) {
+// count_tokens endpoint's, which takes fewer fields), and returns its
+// max_tokens as capped (0 for count_tokens).
+func rebuildAnthropic(body []byte, countTokens bool, p Policy) ([]byte, int64, error) {
 	var in anthropicRequest
 	if err := decodeBody(body, &in); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := anthropicRequest{Model: p.Model, Messages: in.Messages, System: in.System, Thinking: in.Thinking}
 	if len(in.Messages) == 0 {
-		return nil, malformed("messages must not be empty")
+		return nil, 0, malformed("messages must not be empty")
 	}
 	for i := range out.Messages {
 		m := &out.Messages[i]
 		if m.Role != "user" && m.Role != "assistant" {
-			return nil, malformed("messages.%d.role must be user or assistant", i)
+			return nil, 0, malformed("messages.%d.role must be user or assistant", i)
 		}
 		if err := cleanContent(&m.Content, messageBlocks, "a message"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if out.System != nil {
 		if err := cleanContent(out.System, textBlocks, "the system prompt"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	for i, t := range in.Tools {
 		if t.Type != "" && t.Type != "custom" {
-			return nil, denied("server tool %s (tools.%d) is not allowed: only the agent's own tools are", quote(t.Type), i)
+			return nil, 0, denied("server tool %s (tools.%d) is not allowed: only the agent's own tools are", quote(t.Type), i)
 		}
 		if t.Name == "" {
-			return nil, malformed("tools.%d.name is required", i)
+			return nil, 0, malformed("tools.%d.name is required", i)
 		}
 		if t.CacheControl != nil {
 			t.CacheControl = cleanCache(t.CacheControl)
@@ -217,18 +218,18 @@ func rebuildAnthropic(body []byte, countTokens bool, p Policy) ([]byte, error) {
 		switch in.ToolChoice.Type {
 		case "auto", "any", "tool", "none":
 		default:
-			return nil, malformed("tool_choice.type must be auto, any, tool or none")
+			return nil, 0, malformed("tool_choice.type must be auto, any, tool or none")
 		}
 		out.ToolChoice = in.ToolChoice
 	}
 	var maxTokens int64
 	if !countTokens {
 		if in.MaxTokens == nil {
-			return nil, malformed("max_tokens is required")
+			return nil, 0, malformed("max_tokens is required")
 		}
 		n, err := capTokens("max_tokens", *in.MaxTokens, p.MaxTokens)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		maxTokens = n
 		num := json.Number(strconv.FormatInt(n, 10))
@@ -247,10 +248,11 @@ func rebuildAnthropic(body []byte, countTokens bool, p Policy) ([]byte, error) {
 		case "disabled", "adaptive":
 			th.BudgetTokens = nil
 		default:
-			return nil, malformed("thinking.type must be enabled, disabled or adaptive")
+			return nil, 0, malformed("thinking.type must be enabled, disabled or adaptive")
 		}
 	}
-	return encode(out)
+	b, err := encode(out)
+	return b, maxTokens, err
 }
 
 // cleanContent checks every block against allowed (and what it contains

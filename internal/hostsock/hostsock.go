@@ -74,6 +74,10 @@ type Config struct {
 	// profile's daily budget is checked (usage.go). A budget without it
 	// refuses every model request.
 	Usage UsageBook
+	// Ledger holds the worst case of the model requests in flight against
+	// their group's budget; a host gives all its sockets one (nil: the
+	// socket keeps its own).
+	Ledger *Ledger
 	// Now and TZ place usage in days (default time.Now, time.Local).
 	Now func() time.Time
 	TZ  *time.Location
@@ -106,21 +110,30 @@ type Config struct {
 	Client *http.Client
 }
 
+// maxExchanges is more model requests than a socket ever has at once.
+const maxExchanges = 1 << 40
+
 // Server serves one socket.
 type Server struct {
-	path          string
-	caller        domain.Caller // who is on the other end; fixed when the socket is made
-	cfg           Config
-	lim           Limits
-	policy        Policy
-	log           *slog.Logger
-	ln            net.Listener
-	srv           *http.Server
-	anthropic     *url.URL
-	openai        *url.URL // nil when not configured
-	proxies       proxies
-	inFlight      *semaphore.Weighted // request body bytes held, over all connections
-	rate          *rate.Limiter       // model requests
+	path      string
+	caller    domain.Caller // who is on the other end; fixed when the socket is made
+	cfg       Config
+	lim       Limits
+	policy    Policy
+	log       *slog.Logger
+	ln        net.Listener
+	srv       *http.Server
+	anthropic *url.URL
+	openai    *url.URL // nil when not configured
+	proxies   proxies
+	inFlight  *semaphore.Weighted // request body bytes held, over all connections
+	rate      *rate.Limiter       // model requests
+	ledger    *Ledger
+	// exchanges counts the model requests whose usage is still to be
+	// recorded; Close takes all of it, which waits for the last and, once
+	// waiting, lets no more start (TryAcquire fails behind a waiter).
+	exchanges     *semaphore.Weighted
+	drains        *semaphore.Weighted // answers read after their client left
 	refusals      refusals
 	egress        *egress
 	budgetMu      sync.Mutex
@@ -137,9 +150,15 @@ func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, er
 	lim := cfg.Limits.withDefaults()
 	s := &Server{
 		path: path, caller: c, cfg: cfg, lim: lim, log: cfg.Logger, done: make(chan struct{}),
-		policy:   Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
-		inFlight: semaphore.NewWeighted(lim.MaxInFlightBytes),
-		rate:     rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
+		policy:    Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
+		inFlight:  semaphore.NewWeighted(lim.MaxInFlightBytes),
+		rate:      rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
+		ledger:    cfg.Ledger,
+		exchanges: semaphore.NewWeighted(maxExchanges),
+		drains:    semaphore.NewWeighted(int64(lim.MaxDrains)),
+	}
+	if s.ledger == nil {
+		s.ledger = NewLedger()
 	}
 	if s.policy.MaxTokens <= 0 {
 		s.policy.MaxTokens = DefaultMaxTokens
@@ -267,11 +286,14 @@ func listenPrivate(path string, uid, gid int) (net.Listener, error) {
 func (s *Server) Path() string { return s.path }
 
 // Close stops serving, cuts open connections and removes the socket file.
+// It returns once the usage of every model request is recorded: an answer
+// its client left is read for up to Limits.DrainTimeout more.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		err := s.srv.Close()
 		<-s.done
 		s.egress.close() // hijacked tunnels are not the server's to close
+		_ = s.exchanges.Acquire(context.Background(), maxExchanges)
 		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
 		}

@@ -23,6 +23,8 @@ import (
 // rebuilt: the bytes read, the decoded request, the encoded one). With
 // the defaults that is about 16 × 68 KiB + 3 × 8 MiB ≈ 25 MiB a socket,
 // times the number of sandboxes running at once (CLAWPEN_MAX_CONCURRENT).
+// Answers add what their meters hold (usage.go), one for each connection
+// and each of the MaxDrains answers read after their client left.
 type Limits struct {
 	MaxConns       int   // connections at once; more wait to be accepted
 	MaxHeaderBytes int   // request line and headers of one request
@@ -40,6 +42,13 @@ type Limits struct {
 	// requests a socket, that is one run, may make.
 	RequestsPerSecond float64
 	RequestBurst      int
+	// An answer whose client left before its end is still read, to learn
+	// the usage the provider bills (usage.go): for DrainTimeout after the
+	// client left and DrainBytes at most, MaxDrains of a socket at once.
+	// It holds none of the socket's connections.
+	DrainTimeout time.Duration
+	DrainBytes   int64
+	MaxDrains    int
 }
 
 // DefaultLimits are the limits of a socket whose Config leaves them zero.
@@ -57,6 +66,11 @@ var DefaultLimits = Limits{
 	IdleTimeout:       2 * time.Minute,
 	RequestsPerSecond: 1, // a model call takes seconds; an agent makes one at a time
 	RequestBurst:      60,
+	// An answer of DefaultMaxTokens streams in a few minutes and some 2 MB;
+	// one cut off by these is charged its worst case (usage.go).
+	DrainTimeout: 2 * time.Minute,
+	DrainBytes:   8 << 20,
+	MaxDrains:    16,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -79,6 +93,9 @@ func (l Limits) withDefaults() Limits {
 		l.RequestsPerSecond = d.RequestsPerSecond
 	}
 	l.RequestBurst = int(pick(int64(l.RequestBurst), int64(d.RequestBurst)))
+	l.DrainTimeout = time.Duration(pick(int64(l.DrainTimeout), int64(d.DrainTimeout)))
+	l.DrainBytes = pick(l.DrainBytes, d.DrainBytes)
+	l.MaxDrains = int(pick(int64(l.MaxDrains), int64(d.MaxDrains)))
 	return l
 }
 
@@ -187,16 +204,24 @@ func (w sliceWriter) Write(p []byte) (int, error) {
 }
 
 // releasingBody is a rebuilt request body that gives its bytes back to the
-// socket's budget when the transport has sent and closed it.
+// socket's budget when the transport has sent and closed it (which it may
+// do in another goroutine than the one reading).
 type releasingBody struct {
+	mu      sync.Mutex // guards r
 	r       io.Reader
 	release func()
 }
 
-func (b *releasingBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *releasingBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.r.Read(p)
+}
 
 func (b *releasingBody) Close() error {
+	b.mu.Lock()
 	b.r = eofReader{} // drops the bytes, which the release says are gone
+	b.mu.Unlock()
 	b.release()
 	return nil
 }

@@ -181,14 +181,15 @@ type oJSONSchema struct {
 	Strict      *bool   `json:"strict,omitempty"`
 }
 
-// rebuildOpenAI rebuilds a chat completions request.
-func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
+// rebuildOpenAI rebuilds a chat completions request, and returns its
+// max_tokens as capped.
+func rebuildOpenAI(body []byte, p Policy) ([]byte, int64, error) {
 	var in openaiRequest
 	if err := decodeBody(body, &in); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(in.Messages) == 0 {
-		return nil, malformed("messages must not be empty")
+		return nil, 0, malformed("messages must not be empty")
 	}
 	out := openaiRequest{
 		Model: p.Model, Messages: in.Messages, ParallelToolCalls: in.ParallelToolCalls,
@@ -198,15 +199,15 @@ func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
 	}
 	for i := range out.Messages {
 		if err := cleanOpenAIMessage(&out.Messages[i], i); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	for i, t := range in.Tools {
 		if t.Type != "function" {
-			return nil, denied("tool type %s (tools.%d) is not allowed: only function tools are", quote(t.Type), i)
+			return nil, 0, denied("tool type %s (tools.%d) is not allowed: only function tools are", quote(t.Type), i)
 		}
 		if t.Function.Name == "" {
-			return nil, malformed("tools.%d.function.name is required", i)
+			return nil, 0, malformed("tools.%d.function.name is required", i)
 		}
 		out.Tools = append(out.Tools, oTool{Type: t.Type, Function: t.Function})
 	}
@@ -216,13 +217,13 @@ func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
 			switch *c.mode {
 			case "none", "auto", "required":
 			default:
-				return nil, malformed("tool_choice must be none, auto, required or a function")
+				return nil, 0, malformed("tool_choice must be none, auto, required or a function")
 			}
 			out.ToolChoice = &oToolChoice{mode: c.mode}
 		case c.Type == "function" && c.Function != nil:
 			out.ToolChoice = &oToolChoice{Type: c.Type, Function: &oFunctionRef{Name: c.Function.Name}}
 		default:
-			return nil, denied("tool_choice type %s is not allowed: only function", quote(c.Type))
+			return nil, 0, denied("tool_choice type %s is not allowed: only function", quote(c.Type))
 		}
 	}
 	if f := in.ResponseFormat; f != nil {
@@ -232,9 +233,10 @@ func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
 		case "json_schema":
 			out.ResponseFormat = &oFormat{Type: f.Type, JSONSchema: f.JSONSchema}
 		default:
-			return nil, malformed("response_format.type must be text, json_object or json_schema")
+			return nil, 0, malformed("response_format.type must be text, json_object or json_schema")
 		}
 	}
+	var maxTokens int64 // the larger, when both are given
 	capped := func(field string, n *json.Number) (*json.Number, error) {
 		if n == nil {
 			return nil, nil
@@ -243,15 +245,16 @@ func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		maxTokens = max(maxTokens, v)
 		num := json.Number(strconv.FormatInt(v, 10))
 		return &num, nil
 	}
 	var err error
 	if out.MaxTokens, err = capped("max_tokens", in.MaxTokens); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if out.MaxCompletionTokens, err = capped("max_completion_tokens", in.MaxCompletionTokens); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if out.Stream != nil && *out.Stream {
 		// The usage comes in a last chunk only when asked for; the proxy
@@ -260,10 +263,12 @@ func rebuildOpenAI(body []byte, p Policy) ([]byte, error) {
 		out.StreamOptions = &oStreamOptions{IncludeUsage: &yes}
 	}
 	if out.MaxTokens == nil && out.MaxCompletionTokens == nil {
+		maxTokens = p.MaxTokens
 		num := json.Number(strconv.FormatInt(p.MaxTokens, 10))
 		out.MaxTokens = &num
 	}
-	return encode(out)
+	b, err := encode(out)
+	return b, maxTokens, err
 }
 
 func cleanOpenAIMessage(m *oMessage, i int) error {

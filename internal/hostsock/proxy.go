@@ -2,6 +2,7 @@ package hostsock
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,45 +23,35 @@ func (s *Server) newProxies() proxies {
 	if s.cfg.Client != nil && s.cfg.Client.Transport != nil {
 		transport = s.cfg.Client.Transport
 	}
-	anthropic := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			h := s.rewrite(pr, s.anthropic, pr.In.URL.Path)
-			// The host's version, not the sandbox's: a version is a contract
-			// about what the request may contain.
-			h.Set("Anthropic-Version", DefaultAnthropicVer)
-			if s.cfg.Anthropic.APIKey != "" {
-				h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
-			}
-		},
-		Transport:     transport,
-		FlushInterval: -1, // server-sent events must pass through as they come
-		ErrorHandler:  s.proxyError("anthropic"),
-		ModifyResponse: func(resp *http.Response) error {
-			s.meterUsage(resp, anthropicShape)
-			return nil
-		},
+	proxy := func(name string, api apiShape, rewrite func(*httputil.ProxyRequest)) *httputil.ReverseProxy {
+		return &httputil.ReverseProxy{
+			Rewrite:       rewrite,
+			Transport:     meteredTransport{next: transport, api: api},
+			FlushInterval: -1, // server-sent events must pass through as they come
+			ErrorHandler:  s.proxyError(name),
+		}
 	}
-	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, error) {
+	anthropic := proxy("anthropic", anthropicShape, func(pr *httputil.ProxyRequest) {
+		h := s.rewrite(pr, s.anthropic, pr.In.URL.Path)
+		// The host's version, not the sandbox's: a version is a contract
+		// about what the request may contain.
+		h.Set("Anthropic-Version", DefaultAnthropicVer)
+		if s.cfg.Anthropic.APIKey != "" {
+			h.Set("X-Api-Key", s.cfg.Anthropic.APIKey)
+		}
+	})
+	p := proxies{anthropic: s.rebuilding(anthropic, func(body []byte, r *http.Request) ([]byte, int64, error) {
 		return rebuildAnthropic(body, r.URL.Path == "/v1/messages/count_tokens", s.policy)
 	})}
 	if s.openai != nil {
-		openai := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				// OPENAI_BASE_URL conventionally ends in /v1 already.
-				h := s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
-				if s.cfg.OpenAI.APIKey != "" {
-					h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
-				}
-			},
-			Transport:     transport,
-			FlushInterval: -1,
-			ErrorHandler:  s.proxyError("openai"),
-			ModifyResponse: func(resp *http.Response) error {
-				s.meterUsage(resp, openaiShape)
-				return nil
-			},
-		}
-		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, error) {
+		openai := proxy("openai", openaiShape, func(pr *httputil.ProxyRequest) {
+			// OPENAI_BASE_URL conventionally ends in /v1 already.
+			h := s.rewrite(pr, s.openai, strings.TrimPrefix(pr.In.URL.Path, "/v1"))
+			if s.cfg.OpenAI.APIKey != "" {
+				h.Set("Authorization", "Bearer "+s.cfg.OpenAI.APIKey)
+			}
+		})
+		p.openai = s.rebuilding(openai, func(body []byte, _ *http.Request) ([]byte, int64, error) {
 			return rebuildOpenAI(body, s.policy)
 		})
 	}
@@ -90,8 +81,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, base *url.URL, path string) 
 }
 
 // rebuilding reads a model request under the socket's limits, rebuilds its
-// body with rebuild, and hands the result to next.
-func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Request) ([]byte, error)) http.HandlerFunc {
+// body with rebuild (which also returns the request's max_tokens, 0 for a
+// free one), and hands the result to next, counting its usage.
+func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Request) ([]byte, int64, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.policy.Model == "" {
 			s.refuse(w, r, http.StatusForbidden, "no model is configured for this group")
@@ -109,8 +101,15 @@ func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Reques
 		if !ok {
 			return
 		}
-		defer res.release()
-		out, err := rebuild(body, r)
+		var x *exchange
+		defer func() {
+			if x != nil {
+				x.handled() // the bytes are the transport's to give back once it has them
+				return
+			}
+			res.release()
+		}()
+		out, maxTokens, err := rebuild(body, r)
 		if err != nil {
 			var re *requestError
 			switch {
@@ -134,6 +133,13 @@ func (s *Server) rebuilding(next http.Handler, rebuild func([]byte, *http.Reques
 		}
 		// The bytes count until the transport has sent them and closed the body.
 		r.Body = &releasingBody{r: bytes.NewReader(out), release: res.release}
+		if maxTokens > 0 && s.cfg.Usage != nil {
+			if x, ok = s.open(w, r, tokens{in: int64(len(out)) + promptOverhead, out: maxTokens}); !ok {
+				return
+			}
+			x.body = r.Body
+			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
+		}
 		r.ContentLength = int64(len(out))
 		r.TransferEncoding = nil
 		r.Trailer = nil

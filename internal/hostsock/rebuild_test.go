@@ -131,10 +131,11 @@ func TestRebuildAnthropic(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := rebuildAnthropic([]byte(tc.in), tc.countTokens, testPolicy)
+			out, maxTokens, err := rebuildAnthropic([]byte(tc.in), tc.countTokens, testPolicy)
 			if tc.want != "" {
 				require.NoError(t, err)
 				assert.JSONEq(t, tc.want, string(out))
+				assert.Equal(t, maxTokensOf(t, out), maxTokens)
 				return
 			}
 			var re *requestError
@@ -204,10 +205,11 @@ func TestRebuildOpenAI(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := rebuildOpenAI([]byte(tc.in), testPolicy)
+			out, maxTokens, err := rebuildOpenAI([]byte(tc.in), testPolicy)
 			if tc.want != "" {
 				require.NoError(t, err)
 				assert.JSONEq(t, tc.want, string(out))
+				assert.Equal(t, maxTokensOf(t, out), maxTokens)
 				return
 			}
 			var re *requestError
@@ -240,13 +242,13 @@ func FuzzRebuild(f *testing.F) {
 		"temperature", "top_p", "presence_penalty", "frequency_penalty", "seed", "stop", "stream", "stream_options",
 		"response_format", "reasoning_effort")
 	f.Fuzz(func(t *testing.T, body []byte, openai bool) {
-		rebuild := func(b []byte) ([]byte, error) { return rebuildAnthropic(b, false, testPolicy) }
+		rebuild := func(b []byte) ([]byte, int64, error) { return rebuildAnthropic(b, false, testPolicy) }
 		keys := anthropicKeys
 		if openai {
-			rebuild = func(b []byte) ([]byte, error) { return rebuildOpenAI(b, testPolicy) }
+			rebuild = func(b []byte) ([]byte, int64, error) { return rebuildOpenAI(b, testPolicy) }
 			keys = openaiKeys
 		}
-		out, err := rebuild(body)
+		out, maxTokens, err := rebuild(body)
 		if err != nil {
 			var re *requestError
 			if !errors.As(err, &re) || (re.status != 400 && re.status != 403) {
@@ -274,7 +276,10 @@ func FuzzRebuild(f *testing.F) {
 				}
 			}
 		}
-		again, err := rebuild(out)
+		if got := maxTokensOf(t, out); maxTokens != got {
+			t.Fatalf("returned max_tokens %d, the request says %d: %s", maxTokens, got, out)
+		}
+		again, _, err := rebuild(out)
 		if err != nil {
 			t.Fatalf("the rebuilt request is refused: %v\n%s", err, out)
 		}
@@ -282,4 +287,17 @@ func FuzzRebuild(f *testing.F) {
 			t.Fatalf("rebuilding is not stable:\n%s\n%s", out, again)
 		}
 	})
+}
+
+// maxTokensOf is the most output a rebuilt request allows: the larger of
+// max_tokens and max_completion_tokens (0 without either).
+func maxTokensOf(t testing.TB, body []byte) int64 {
+	var v struct {
+		MaxTokens           int64 `json:"max_tokens"`
+		MaxCompletionTokens int64 `json:"max_completion_tokens"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("rebuilt body: %v", err)
+	}
+	return max(v.MaxTokens, v.MaxCompletionTokens)
 }

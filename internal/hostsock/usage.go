@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +19,9 @@ import (
 // the agent, and refuses model requests once the group's daily budget is
 // used (DESIGN.md, "Usage and budgets").
 
-// UsageBook is where token use is kept: per group and day (the store).
+// UsageBook is where token use is kept: per group, model and day (the store).
 type UsageBook interface {
-	AddUsage(ctx context.Context, group, day string, input, output int64) error
+	AddUsage(ctx context.Context, group, model, day string, input, output int64) error
 	UsageOn(ctx context.Context, group, day string) (domain.Usage, error)
 }
 
@@ -65,44 +66,277 @@ func (s *Server) withinBudget(w http.ResponseWriter, r *http.Request) bool {
 	if budget <= 0 {
 		return true
 	}
-	day := s.day()
 	if s.cfg.Usage == nil {
-		s.log.Error("the profile sets a token budget but the host keeps no usage; refusing")
-		writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
+		s.budgetUnreadable(w, errors.New("the profile sets a token budget but the host keeps no usage"))
 		return false
 	}
-	u, err := s.cfg.Usage.UsageOn(r.Context(), s.caller.Group, day)
-	if err != nil {
-		s.log.Error("read token usage", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
-		return false
-	}
-	if u.Total() < budget {
+	day, used, err := s.usedToday(r.Context())
+	switch {
+	case err != nil:
+		s.budgetUnreadable(w, err)
+	case used < budget:
 		return true
+	default:
+		s.refuseBudget(w, r, BudgetRefusal{Day: day, Budget: budget, Used: used})
 	}
+	return false
+}
+
+// usedToday is the group's recorded use of today.
+func (s *Server) usedToday(ctx context.Context) (day string, used int64, err error) {
+	day = s.day()
+	u, err := s.cfg.Usage.UsageOn(ctx, s.caller.Group, day)
+	return day, u.Total(), err
+}
+
+func (s *Server) budgetUnreadable(w http.ResponseWriter, err error) {
+	s.log.Error("cannot read token usage; refusing", "err", err)
+	writeError(w, http.StatusServiceUnavailable, "the host cannot read this group's token budget")
+}
+
+// refuseBudget answers a model request refused for the budget.
+func (s *Server) refuseBudget(w http.ResponseWriter, r *http.Request, b BudgetRefusal) {
 	s.budgetMu.Lock()
 	if s.budgetRefusal == nil {
-		s.budgetRefusal = &BudgetRefusal{Day: day, Budget: budget, Used: u.Total()}
+		s.budgetRefusal = &b
 	}
 	s.budgetMu.Unlock()
 	// Retrying cannot help before tomorrow: the SDKs honour x-should-retry.
 	w.Header().Set("X-Should-Retry", "false")
-	writeError(w, http.StatusTooManyRequests, "denied: "+BudgetReason(budget))
-	s.refusals.note(operation(r.URL.Path), BudgetReason(budget))
-	return false
+	writeError(w, http.StatusTooManyRequests, "denied: "+BudgetReason(b.Budget))
+	s.refusals.note(operation(r.URL.Path), BudgetReason(b.Budget))
 }
 
-// meterUsage makes resp's body count the answer's tokens as the agent reads
-// it, and record them when it ends (or the agent goes away mid-answer:
-// what the provider sent is billed). Nothing it finds, or fails to find,
-// changes a byte of the answer.
-func (s *Server) meterUsage(resp *http.Response, api apiShape) {
-	if s.cfg.Usage == nil || resp.Request == nil || resp.Request.URL.Path == "/v1/messages/count_tokens" {
-		return
+// promptOverhead is what a provider may bill beyond a request's own bytes:
+// the system prompt it adds for tool use is some 350 tokens.
+const promptOverhead = 1 << 10
+
+// exchange is one model request to the provider, from the reservation of
+// its worst case until its usage is recorded, which may be after its
+// client left: the provider bills an answer the sandbox hung up on.
+type exchange struct {
+	s *Server
+	// worst is the most the request can cost: its body's bytes (a token
+	// is at least one byte of its text) and promptOverhead as input, its
+	// max_tokens as output. It is what is held in the ledger, and what is
+	// charged for what an answer cut short did not report.
+	worst tokens
+	held  int64 // in the ledger: worst, or 0 without a budget
+	// body is the rebuilt request: the transport's to read and close,
+	// which gives its bytes back to the socket's bytes in flight.
+	body io.ReadCloser
+	// ctx is the upstream call's: it outlives the client by DrainTimeout.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	unwatch func() bool
+	once    sync.Once
+	sent    bool // the transport has it (set and read in the handler's goroutine)
+
+	mu       sync.Mutex     // guards following
+	gone     bool           // the client left
+	toClient *io.PipeWriter // the answer on its way to the client
+	timer    *time.Timer
+	ended    bool
+}
+
+type exchangeKey struct{}
+
+// exchangeOf is r's exchange (nil when its usage is not counted).
+func exchangeOf(r *http.Request) *exchange {
+	x, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+var (
+	errDrainTimeout = errors.New("the answer was still coming when its client had been gone for the drain timeout")
+	errDrainBytes   = errors.New("the answer went on past the drain's bytes")
+	errNoDrain      = errors.New("too many answers are being read after their client left")
+)
+
+// open starts r's exchange, worst its most: under a budget it reserves
+// worst in the ledger, waiting while the group's requests in flight might
+// take it past the budget, and refuses once the recorded use has reached
+// it. On failure it has answered r.
+func (s *Server) open(w http.ResponseWriter, r *http.Request, worst tokens) (*exchange, bool) {
+	if !s.exchanges.TryAcquire(1) {
+		writeError(w, http.StatusServiceUnavailable, "the host socket is closing")
+		return nil, false
 	}
-	ct := resp.Header.Get("Content-Type")
-	m := &usageMeter{api: api, sse: strings.HasPrefix(ct, "text/event-stream")}
-	resp.Body = &meteredBody{rc: resp.Body, m: m, done: s.recordUsage}
+	x := &exchange{s: s, worst: worst}
+	if budget := s.cfg.Profile.DailyTokens; budget > 0 {
+		var day string
+		used := func(ctx context.Context) (u int64, err error) {
+			day, u, err = s.usedToday(ctx)
+			return u, err
+		}
+		u, ok, err := s.ledger.reserve(r.Context(), s.caller.Group, budget, worst.total(), used)
+		if !ok {
+			s.exchanges.Release(1)
+			switch {
+			case err != nil && r.Context().Err() != nil: // the client left while it waited
+			case err != nil:
+				s.budgetUnreadable(w, err)
+			default:
+				s.refuseBudget(w, r, BudgetRefusal{Day: day, Budget: budget, Used: u})
+			}
+			return nil, false
+		}
+		x.held = worst.total()
+	}
+	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+	x.unwatch = context.AfterFunc(r.Context(), x.clientLeft)
+	return x, true
+}
+
+// clientLeft lets the sandbox's handler go at once (the answer it was
+// waiting for is read without it) and gives the upstream call
+// DrainTimeout more to end.
+func (x *exchange) clientLeft() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.gone = true
+	if x.toClient != nil {
+		// The handler's read ends as if the upstream call had been cancelled.
+		x.toClient.CloseWithError(context.Canceled)
+	}
+	if !x.ended {
+		x.timer = time.AfterFunc(x.s.lim.DrainTimeout, func() { x.cancel(errDrainTimeout) })
+	}
+}
+
+// handled is called when the request's handler returns: an exchange that
+// never reached the transport ends here.
+func (x *exchange) handled() {
+	if !x.sent {
+		_ = x.body.Close()
+		x.settle(tokens{}, false)
+	}
+}
+
+// settle records the exchange's usage (t, when ok) and then gives back its
+// reservation, once: a request settling meanwhile sees the tokens held or
+// recorded, never neither.
+func (x *exchange) settle(t tokens, ok bool) {
+	x.once.Do(func() {
+		x.mu.Lock()
+		x.ended = true
+		if x.timer != nil {
+			x.timer.Stop()
+		}
+		x.mu.Unlock()
+		x.unwatch()
+		x.cancel(nil)
+		x.s.recordUsage(t, ok)
+		if x.held > 0 {
+			x.s.ledger.release(x.s.caller.Group, x.held)
+		}
+		x.s.exchanges.Release(1)
+	})
+}
+
+// meteredTransport sends a model request whose usage counts on its
+// exchange's own context, so that the call goes on when the sandbox hangs
+// up, and meters its answer (exchange.pump). The sandbox's handler
+// returns as soon as the sandbox is gone, holding none of its connections.
+type meteredTransport struct {
+	next http.RoundTripper
+	api  apiShape
+}
+
+func (t meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := exchangeOf(req)
+	if x == nil {
+		return t.next.RoundTrip(req)
+	}
+	x.sent = true
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
+	out := req.WithContext(x.ctx)
+	// Not the body ReverseProxy passes, which it closes when the handler
+	// returns: the transport may read it once more after that.
+	out.Body = x.body
+	go func() {
+		resp, err := t.next.RoundTrip(out)
+		if err != nil {
+			// No answer: free, unless the drain timeout cut it, when the
+			// provider may have been at work on it.
+			cut := errors.Is(context.Cause(x.ctx), errDrainTimeout)
+			x.settle(x.worst, cut)
+		} else {
+			x.meter(resp, t.api)
+		}
+		got <- answer{resp, err}
+	}()
+	select {
+	case a := <-got:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		return nil, context.Cause(req.Context()) // the answer, if any, is the pump's
+	}
+}
+
+// meter hands resp's body to a pump and gives the client the pump's end.
+func (x *exchange) meter(resp *http.Response, api apiShape) {
+	m := &usageMeter{api: api, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	pr, pw := io.Pipe()
+	up := resp.Body
+	resp.Body = pr
+	x.mu.Lock()
+	x.toClient = pw
+	if x.gone {
+		pw.CloseWithError(context.Canceled)
+	}
+	x.mu.Unlock()
+	go x.pump(up, pw, m, resp.StatusCode/100 == 2)
+}
+
+// pump reads the answer, feeding its meter, and passes it to the client
+// while the client takes it; once the client stops (it left), it reads on
+// alone to the usage, for DrainBytes at most and until DrainTimeout after
+// the client left, MaxDrains of a socket at once. Then it settles the
+// exchange: with the usage the answer reported when it was read to its end
+// or is not a success (an error is not billed), else as usageMeter.cut.
+func (x *exchange) pump(up io.ReadCloser, pw *io.PipeWriter, m *usageMeter, billed bool) {
+	buf := make([]byte, 32<<10)
+	draining := false
+	var drained int64
+	var err error
+	for err == nil {
+		var n int
+		n, err = up.Read(buf)
+		if n == 0 {
+			continue
+		}
+		m.write(buf[:n])
+		if draining {
+			if drained += int64(n); drained > x.s.lim.DrainBytes {
+				err = errDrainBytes
+			}
+			continue
+		}
+		if _, werr := pw.Write(buf[:n]); werr != nil {
+			if !x.s.drains.TryAcquire(1) {
+				err = errNoDrain
+				break
+			}
+			draining = true
+		}
+	}
+	_ = up.Close()
+	if draining {
+		x.s.drains.Release(1)
+	}
+	if err == io.EOF || !billed {
+		x.settle(m.result())
+	} else {
+		t := m.cut(x.worst)
+		x.s.log.Warn("answer cut short; charged its worst case", "reason", err, "input", t.in, "output", t.out)
+		x.settle(t, true)
+	}
+	_ = pw.CloseWithError(err) // EOF, or why the answer ends early
 }
 
 func (s *Server) recordUsage(t tokens, ok bool) {
@@ -115,7 +349,7 @@ func (s *Server) recordUsage(t tokens, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	day := s.day()
-	if err := s.cfg.Usage.AddUsage(ctx, s.caller.Group, day, t.in, t.out); err != nil {
+	if err := s.cfg.Usage.AddUsage(ctx, s.caller.Group, s.policy.Model, day, t.in, t.out); err != nil {
 		s.log.Error("record token usage", "err", err, "input", t.in, "output", t.out)
 		return
 	}
@@ -139,6 +373,8 @@ const (
 )
 
 type tokens struct{ in, out int64 }
+
+func (t tokens) total() int64 { return t.in + t.out }
 
 // usageMeter finds the usage in an answer fed to it piece by piece.
 type usageMeter struct {
@@ -307,30 +543,13 @@ func (m *usageMeter) result() (tokens, bool) {
 	return tokens{in: n(m.a.Input) + n(m.a.CacheWrites) + n(m.a.CacheReads), out: n(m.a.Output)}, true
 }
 
-// meteredBody passes an answer through, feeding its meter, and hands the
-// result to done once: at the end of the body or when it is closed.
-type meteredBody struct {
-	rc   io.ReadCloser
-	m    *usageMeter
-	done func(tokens, bool)
-	once sync.Once
-}
-
-func (b *meteredBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if n > 0 {
-		b.m.write(p[:n])
+// cut is what an answer that ended before its end is charged: the input
+// it reported (Anthropic's message_start) or else worst's, and worst's
+// output, since the provider bills what it wrote, which nobody read.
+func (m *usageMeter) cut(worst tokens) tokens {
+	t, _ := m.result()
+	if m.a.Input == nil && m.o.Prompt == nil {
+		t.in = worst.in
 	}
-	if err == io.EOF {
-		b.finish()
-	}
-	return n, err
+	return tokens{in: t.in, out: worst.out}
 }
-
-func (b *meteredBody) Close() error {
-	err := b.rc.Close()
-	b.finish()
-	return err
-}
-
-func (b *meteredBody) finish() { b.once.Do(func() { b.done(b.m.result()) }) }

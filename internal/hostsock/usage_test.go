@@ -135,17 +135,19 @@ func TestUsageMeterBoundsWhatItHolds(t *testing.T) {
 
 // book is a UsageBook in memory.
 type book struct {
-	mu   sync.Mutex
-	use  map[string]domain.Usage // group/day
-	adds int
-	err  error
+	mu     sync.Mutex
+	use    map[string]domain.Usage // group/day
+	models map[string]int          // answers per model
+	adds   int
+	err    error
 }
 
-func newBook() *book { return &book{use: map[string]domain.Usage{}} }
+func newBook() *book { return &book{use: map[string]domain.Usage{}, models: map[string]int{}} }
 
-func (b *book) AddUsage(_ context.Context, group, day string, in, out int64) error {
+func (b *book) AddUsage(_ context.Context, group, model, day string, in, out int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.models[model]++
 	u := b.use[group+"/"+day]
 	u.Group, u.Day = group, day
 	u.Input += in
@@ -257,6 +259,9 @@ func TestProxyRecordsUsageOfEveryAnswer(t *testing.T) {
 	require.Eventually(t, func() bool { return b.get("team", "2026-05-05").Requests == 4 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, domain.Usage{Group: "team", Day: "2026-05-05", Input: 3 + 1110 + 11 + 70, Output: 4 + 42 + 7 + 8, Requests: 4},
 		b.get("team", "2026-05-05"), "per group and day in TZ; cache reads and writes as input")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	assert.Equal(t, map[string]int{hostModel: 4}, b.models, "recorded under the model the host pinned, not the one asked for")
 }
 
 func TestBudgetReachedRefusesWithoutCallingTheProvider(t *testing.T) {
@@ -346,7 +351,7 @@ func TestBudgetFailsClosedWhenUsageCannotBeRead(t *testing.T) {
 func TestNoBudgetNoLimit(t *testing.T) {
 	up, calls := usageProvider(t)
 	b := newBook()
-	require.NoError(t, b.AddUsage(context.Background(), "team", domain.Day(time.Now(), time.Local), 1<<40, 0))
+	require.NoError(t, b.AddUsage(context.Background(), "team", hostModel, domain.Day(time.Now(), time.Local), 1<<40, 0))
 	_, hc := listen(t, Config{Anthropic: Upstream{BaseURL: up.URL, APIKey: hostKey}, Model: hostModel, Usage: b})
 	resp, err := hc.Post("http://clawpen/v1/messages", "application/json", strings.NewReader(minimalMessages))
 	require.NoError(t, err)

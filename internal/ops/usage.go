@@ -36,10 +36,31 @@ func (s *Service) UsageText(ctx context.Context, days int, now time.Time, profil
 	if err != nil {
 		return "", fmt.Errorf("list groups: %w", err)
 	}
+	byModel, err := s.cfg.Store.ModelUsageSince(ctx, from)
+	if err != nil {
+		return "", err
+	}
+	heard, err := s.cfg.Store.TranscribedSince(ctx, from)
+	if err != nil {
+		return "", err
+	}
 	byGroup := map[string][]domain.Usage{}
 	for _, u := range use {
 		if u.Day <= today {
 			byGroup[u.Group] = append(byGroup[u.Group], u)
+		}
+	}
+	models := map[string][]domain.Usage{} // group/day -> its models
+	for _, u := range byModel {
+		models[u.Group+"/"+u.Day] = append(models[u.Group+"/"+u.Day], u)
+	}
+	audio := map[string][]domain.Transcribed{}
+	for _, t := range heard {
+		if t.Day <= today {
+			audio[t.Group] = append(audio[t.Group], t)
+			if _, ok := byGroup[t.Group]; !ok {
+				byGroup[t.Group] = nil
+			}
 		}
 	}
 	profiles := map[string]string{} // folder -> profile name, registered groups
@@ -79,7 +100,7 @@ func (s *Service) UsageText(ctx context.Context, days int, now time.Time, profil
 		b.WriteString("\nNo group used the model.\n")
 		return b.String(), nil
 	}
-	var total int64
+	var total, seconds int64
 	for _, f := range folders {
 		budget, registered := budgets[f]
 		if !registered {
@@ -92,21 +113,51 @@ func (s *Service) UsageText(ctx context.Context, days int, now time.Time, profil
 				limit = pr.DailyTokens
 			}
 		}
-		if len(byGroup[f]) == 0 {
+		if len(byGroup[f]) == 0 && len(audio[f]) == 0 {
 			b.WriteString("  no use\n")
 		}
 		for _, u := range byGroup[f] {
 			total += u.Total()
-			fmt.Fprintf(&b, "  %s: %s tokens (%s in, %s out; %s)", u.Day, thousands(u.Total()), thousands(u.Input), thousands(u.Output),
-				plural(u.Requests, "answer"))
+			fmt.Fprintf(&b, "  %s: %s", u.Day, tokenWords(u))
+			ms := models[f+"/"+u.Day]
+			if len(ms) == 1 && ms[0].Model != "" {
+				b.WriteString(" on " + ms[0].Model)
+			}
 			if limit > 0 && u.Total() >= limit {
 				b.WriteString(" — budget reached")
 			}
 			b.WriteString("\n")
+			if len(ms) > 1 {
+				for _, m := range ms {
+					fmt.Fprintf(&b, "    %s: %s\n", cmp.Or(m.Model, "(unknown model)"), tokenWords(m))
+				}
+			}
+		}
+		for _, t := range audio[f] {
+			seconds += t.Seconds
+			fmt.Fprintf(&b, "  %s: %s of audio transcribed (%s)\n", t.Day, clock(t.Seconds), plural(t.Files, "file"))
 		}
 	}
-	fmt.Fprintf(&b, "\nAll groups: %s tokens.\n", thousands(total))
+	fmt.Fprintf(&b, "\nAll groups: %s tokens", thousands(total))
+	if seconds > 0 {
+		fmt.Fprintf(&b, ", %s of audio transcribed", clock(seconds))
+	}
+	b.WriteString(".\n")
 	return b.String(), nil
+}
+
+// tokenWords is u's tokens in words.
+func tokenWords(u domain.Usage) string {
+	return fmt.Sprintf("%s tokens (%s in, %s out; %s)", thousands(u.Total()), thousands(u.Input), thousands(u.Output), plural(u.Requests, "answer"))
+}
+
+// clock is a length of audio: 0:42, 12:05, 1:02:03.
+func clock(seconds int64) string {
+	h, m, sec := seconds/3600, seconds/60%60, seconds%60
+	if h > 0 {
+		return fmt.Sprintf("%d:%02d:%02d", h, m, sec)
+	}
+	return fmt.Sprintf("%d:%02d", m, sec)
 }
 
 // budgetWords says what a profile's budget is, in words.

@@ -33,9 +33,12 @@ func TestUsageText(t *testing.T) {
 		{Group: "old", Day: "2026-11-21", Input: 10, Output: 1},  // unregistered since
 		{Group: "main", Day: "2026-11-23", Input: 77, Output: 7}, // a clock that ran ahead
 	} {
-		require.NoError(t, st.AddUsage(ctx, u.Group, u.Day, u.Input, u.Output))
+		require.NoError(t, st.AddUsage(ctx, u.Group, "claude-test", u.Day, u.Input, u.Output))
 	}
-	require.NoError(t, st.AddUsage(ctx, "family", "2026-11-22", 0, 0))
+	require.NoError(t, st.AddUsage(ctx, "family", "claude-haiku", "2026-11-22", 0, 0))
+	require.NoError(t, st.AddTranscribed(ctx, "family", "2026-11-22", 70))
+	require.NoError(t, st.AddTranscribed(ctx, "family", "2026-11-22", 5))
+	require.NoError(t, st.AddTranscribed(ctx, "work", "2026-11-21", 3605))
 	profiles := func(name string) (domain.Profile, error) {
 		switch name {
 		case "small":
@@ -51,16 +54,22 @@ func TestUsageText(t *testing.T) {
 	assert.Equal(t, `Model tokens used the last 7 days (days in UTC; input includes cache reads and writes):
 
 main — no budget (profile default)
-  2026-11-22: 1,239 tokens (1,234 in, 5 out; 1 answer)
+  2026-11-22: 1,239 tokens (1,234 in, 5 out; 1 answer) on claude-test
 
 family — budget 1,000,000 tokens a day (profile small)
-  2026-11-20: 500 tokens (400 in, 100 out; 1 answer)
+  2026-11-20: 500 tokens (400 in, 100 out; 1 answer) on claude-test
   2026-11-22: 1,100,000 tokens (900,000 in, 200,000 out; 2 answers) — budget reached
+    claude-haiku: 0 tokens (0 in, 0 out; 1 answer)
+    claude-test: 1,100,000 tokens (900,000 in, 200,000 out; 1 answer)
+  2026-11-22: 1:15 of audio transcribed (2 files)
 
 old — no longer registered
-  2026-11-21: 11 tokens (10 in, 1 out; 1 answer)
+  2026-11-21: 11 tokens (10 in, 1 out; 1 answer) on claude-test
 
-All groups: 1,101,750 tokens.
+work — profile gone cannot be used, so it runs nothing
+  2026-11-21: 1:00:05 of audio transcribed (1 file)
+
+All groups: 1,101,750 tokens, 1:01:20 of audio transcribed.
 `, text)
 
 	text, err = svc.UsageText(ctx, 1, now.Add(48*time.Hour), profiles)

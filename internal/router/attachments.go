@@ -57,7 +57,7 @@ const beingFetched = "being fetched"
 // fetched: the note says why).
 func (r *Router) planAttachment(in domain.Inbound) (*domain.Attachment, string) {
 	f := in.File
-	a := &domain.Attachment{Type: f.Type, Name: f.Name}
+	a := &domain.Attachment{Type: f.Type, Name: f.Name, Speech: f.Speech}
 	var v *domain.FileVersion
 	for i := range f.Sizes {
 		if f.Sizes[i].Bytes <= r.cfg.MaxFileBytes {
@@ -114,6 +114,13 @@ func (r *Router) fetchFile(ctx context.Context, folder string, m domain.Message)
 	if err := r.writeInbox(ctx, filepath.Join(r.cfg.GroupsDir, folder), name, data); err != nil {
 		r.log.Error("write inbox file", "group", folder, "name", name, "err", err)
 		a.Path, a.Note = "", "not fetched: the host could not store the file"
+		return &a
+	}
+	// From the bytes in hand, not the inbox file, which the group's
+	// sandbox may already be replacing.
+	r.transcribeInto(ctx, folder, &a, data)
+	if ctx.Err() != nil {
+		return m.Attachment
 	}
 	return &a
 }
@@ -126,15 +133,18 @@ type fetch struct {
 
 // fetchQueue holds the files to fetch, in the order their messages came,
 // each once (a restart's recovery and a replayed update may both add one).
+// A group's files are fetched (and transcribed) one at a time, so that one
+// group's slow downloads or transcriptions hold at most one worker.
 type fetchQueue struct {
 	mu     sync.Mutex
-	more   *sync.Cond // a file was added, or the workers are to stop
+	more   *sync.Cond // a file was added or done, or the workers are to stop
 	jobs   []fetch
-	queued map[int64]bool // by message seq, until fetched
+	queued map[int64]bool  // by message seq, until fetched
+	busy   map[string]bool // groups other than main with a file being fetched
 }
 
 func newFetchQueue() *fetchQueue {
-	q := &fetchQueue{queued: map[int64]bool{}}
+	q := &fetchQueue{queued: map[int64]bool{}, busy: map[string]bool{}}
 	q.more = sync.NewCond(&q.mu)
 	return q
 }
@@ -150,19 +160,23 @@ func (q *fetchQueue) add(f fetch) {
 	q.more.Broadcast()
 }
 
-// next waits for the next file to fetch (the owner's first; with
-// ownerOnly, only the owner's) until ctx is done.
+// next waits for the next file to fetch (the owner's first, then the
+// first of a group with none being fetched; with ownerOnly, only the
+// owner's) until ctx is done. done must be called with it.
 func (q *fetchQueue) next(ctx context.Context, ownerOnly bool) (fetch, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for ctx.Err() == nil {
 		i := slices.IndexFunc(q.jobs, func(f fetch) bool { return f.folder == domain.MainFolder })
-		if i < 0 && !ownerOnly && len(q.jobs) > 0 {
-			i = 0
+		if i < 0 && !ownerOnly {
+			i = slices.IndexFunc(q.jobs, func(f fetch) bool { return !q.busy[f.folder] })
 		}
 		if i >= 0 {
 			f := q.jobs[i]
 			q.jobs = slices.Delete(q.jobs, i, i+1)
+			if f.folder != domain.MainFolder {
+				q.busy[f.folder] = true
+			}
 			return f, true
 		}
 		q.more.Wait()
@@ -177,10 +191,16 @@ func (q *fetchQueue) stop() {
 	q.more.Broadcast()
 }
 
-func (q *fetchQueue) done(seq int64) {
+// done ends f's turn: recorded says its file was recorded fetched (else a
+// restart fetches it again).
+func (q *fetchQueue) done(f fetch, recorded bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.queued, seq)
+	if recorded {
+		delete(q.queued, f.m.Seq)
+	}
+	delete(q.busy, f.folder)
+	q.more.Broadcast()
 }
 
 // recoverFetches queues the files a restart left unfetched.
@@ -224,10 +244,12 @@ func (r *Router) fetchFiles(ctx context.Context) {
 				}
 				a := r.fetchFile(ctx, f.folder, f.m)
 				if ctx.Err() != nil {
+					r.fetches.done(f, false)
 					return // still to fetch: the next start does
 				}
-				if r.recordFetched(ctx, f, a) {
-					r.fetches.done(f.m.Seq)
+				recorded := r.recordFetched(ctx, f, a)
+				r.fetches.done(f, recorded)
+				if recorded {
 					r.q.kick(f.folder) // a run may have waited for it
 				}
 			}

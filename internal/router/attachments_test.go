@@ -304,7 +304,7 @@ func TestFetchQueueOrder(t *testing.T) {
 		f, ok := q.next(ctx, false)
 		require.True(t, ok)
 		got = append(got, f.m.Seq)
-		q.done(f.m.Seq)
+		q.done(f, true)
 	}
 	assert.Equal(t, []int64{6, 1, 2, 4, 5}, got)
 	_, ok = q.next(stopped, false)
@@ -315,4 +315,17 @@ func TestFetchQueueOrder(t *testing.T) {
 	assert.False(t, ok)
 	f, ok = q.next(ctx, false)
 	assert.True(t, ok && f.m.Seq == 1, "a file fetched and done may be queued again (a later restart's recovery)")
+	q.done(f, true)
+
+	// One file of a group at a time: its next waits while another group's
+	// is taken; once done, it comes.
+	for i, folder := range []string{"family", "family", "work"} {
+		q.add(fetch{folder: folder, m: domain.Message{Seq: int64(10 + i)}})
+	}
+	first, _ := q.next(ctx, false)
+	second, _ := q.next(ctx, false)
+	assert.Equal(t, []int64{10, 12}, []int64{first.m.Seq, second.m.Seq}, "family's second file waits for its first")
+	q.done(first, true)
+	third, _ := q.next(ctx, false)
+	assert.Equal(t, int64(11), third.m.Seq)
 }

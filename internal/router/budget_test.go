@@ -79,7 +79,7 @@ func TestBudgetTaskToldOnce(t *testing.T) {
 func TestUsageCommand(t *testing.T) {
 	f := newFixture(t, "")
 	f.r.cfg.Now = func() time.Time { return time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) }
-	require.NoError(t, f.st.AddUsage(t.Context(), "family", "2026-11-23", 1500, 250))
+	require.NoError(t, f.st.AddUsage(t.Context(), "family", "claude-test", "2026-11-23", 1500, 250))
 	f.say(t, domain.Inbound{ChatID: owner, ChatType: "private", SenderID: owner, Text: "/usage"})
 	f.say(t, domain.Inbound{ChatID: owner, ChatType: "private", SenderID: owner, Text: "/usage 0"})
 	f.say(t, domain.Inbound{ChatID: owner, ChatType: "private", SenderID: owner, Text: "/usage lots"})

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/clawpen/clawpen/internal/config"
@@ -73,4 +74,38 @@ func profilesStatus(now config.ProfilesNow, groups []domain.Group) string {
 	}
 	fmt.Fprintf(&b, "\nProfile problem, %s nothing: %s. Fix the file, or /profile <folder> default.", who, joinAnd(parts))
 	return b.String()
+}
+
+// modelsStatus is /status's word on the models the groups run on: a
+// profile's "model", else the host's. A group whose profile cannot be used
+// runs nothing and is left out (profilesStatus names it).
+func modelsStatus(now config.ProfilesNow, groups []domain.Group, hostModel string) string {
+	if hostModel == "" || len(groups) == 0 {
+		return ""
+	}
+	byModel := map[string][]string{}
+	var order []string
+	for _, g := range groups {
+		p, err := now.Resolve(g.ProfileName())
+		if err != nil {
+			continue
+		}
+		m := hostModel + " (the host's)"
+		if p.Model != "" {
+			m = p.Model + " (profile " + p.Name + ")"
+		}
+		if byModel[m] == nil {
+			order = append(order, m)
+		}
+		byModel[m] = append(byModel[m], g.Folder)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	slices.Sort(order)
+	parts := make([]string, 0, len(order))
+	for _, m := range order {
+		parts = append(parts, joinAnd(byModel[m])+" on "+m)
+	}
+	return "Models: " + strings.Join(parts, "; ") + "."
 }

@@ -48,6 +48,10 @@ func TestProfilesStatus(t *testing.T) {
 	})
 
 	now := config.ReadProfiles(good)
+	require.NoError(t, os.WriteFile(good, []byte(`{"profiles":{"web":{"network":"allowlist","egress":["pypi.org"]},"cheap":{"model":"claude-haiku-4-5"}}}`), 0o600))
+	models := []domain.Group{{Folder: "main"}, {Folder: "family", Profile: "cheap"}, {Folder: "kids", Profile: "cheap"}, {Folder: "work", Profile: "web"}, {Folder: "gone", Profile: "gone"}}
+	assert.Equal(t, "Models: family and kids on claude-haiku-4-5 (profile cheap); main and work on claude-test (the host's).",
+		modelsStatus(config.ReadProfiles(good), models, "claude-test"), "a profile's model, else the host's; a group that runs nothing is left out")
 	assert.Equal(t, ", profile default", profileNote(now, domain.Group{Folder: "family"}))
 	assert.Equal(t, ", profile web", profileNote(now, domain.Group{Folder: "family", Profile: "web"}))
 	assert.Contains(t, profileNote(now, domain.Group{Folder: "family", Profile: "gone"}), `, profile gone — CANNOT BE USED, nothing runs: `+"` "+`profile "gone" is not defined in `+good)

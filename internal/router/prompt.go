@@ -57,7 +57,13 @@ func writeAttachment(b *strings.Builder, a *domain.Attachment) {
 	if a.Note != "" {
 		b.WriteString(` note="` + html.EscapeString(a.Note) + `"`)
 	}
-	b.WriteString("/>")
+	if a.Transcript == "" {
+		b.WriteString("/>")
+		return
+	}
+	// The sender's words, as a message's text is: escaped, so no markup in
+	// them closes this element or opens another.
+	b.WriteString("><transcript>" + html.EscapeString(a.Transcript) + "</transcript></attachment>")
 }
 
 const maxShownName = 120

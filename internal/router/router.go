@@ -96,6 +96,12 @@ type Config struct {
 	// SandboxUser is whose rights the host writes a group's inbox with
 	// (zero: the host's own, as on a host that is not root).
 	SandboxUser beneath.User
+	// Transcriber makes voice notes, audio and video notes text once
+	// fetched (transcribe.go); nil: they stay files. A group other than
+	// main may have TranscribeDailySeconds of audio transcribed a day (0:
+	// no limit).
+	Transcriber            Transcriber
+	TranscribeDailySeconds int64
 	// Drafts shows the main group's answers while they are written; nil:
 	// none shown.
 	Drafts Drafter

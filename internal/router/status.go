@@ -27,6 +27,8 @@ type HostStatus struct {
 	MaxWarm    int            // how many may wait; 0: warm sandboxes are off
 	Mounts     string         // the mount allowlist, in a sentence
 	Profiles   string         // the profiles file and the groups it stops, in sentences
+	Model      string         // the host's model (CLAWPEN_MODEL), for groups whose profile names none
+	Models     string         // which group runs on which model, in a sentence
 	Database   int64          // the database's size in bytes; 0 when unknown
 	// Unrecorded messages were sent (or given up) but the outbox has not
 	// recorded it yet; RecordErr is the store's last refusal.
@@ -49,7 +51,9 @@ func (r *Router) status(ctx context.Context) string {
 	if r.cfg.Mounts != nil {
 		host.Mounts = r.cfg.Mounts.Status()
 	}
-	host.Profiles = profilesStatus(r.cfg.Ops.Profiles(), groups)
+	profiles := r.cfg.Ops.Profiles()
+	host.Profiles = profilesStatus(profiles, groups)
+	host.Models = modelsStatus(profiles, groups, host.Model)
 	if n, err := r.cfg.Store.Size(ctx); err == nil {
 		host.Database = n
 	}
@@ -145,6 +149,9 @@ func statusText(name string, groups []domain.Group, h HostStatus, due []domain.T
 	}
 	if h.Profiles != "" {
 		b.WriteString(h.Profiles + "\n")
+	}
+	if h.Models != "" {
+		b.WriteString(h.Models + "\n")
 	}
 	if h.Database > 0 {
 		fmt.Fprintf(&b, "Database: %s.\n", size(h.Database))

@@ -28,6 +28,9 @@ import (
 type inProcess struct {
 	mu     sync.Mutex
 	starts int
+	// askModel, when set, replaces the job's model: a sandbox asking the
+	// proxy for a model of its choosing.
+	askModel string
 }
 
 func (*inProcess) Name() string { return "in-process" }
@@ -43,6 +46,9 @@ func (b *inProcess) Run(ctx context.Context, sp sandbox.Spec) (sandbox.Result, e
 	var j domain.Job
 	if err := json.Unmarshal(job, &j); err != nil {
 		return sandbox.Result{}, err
+	}
+	if b.askModel != "" {
+		j.Model = b.askModel
 	}
 	text, err := agent.Run(ctx, j, agent.Options{WorkspaceDir: sp.GroupDir, GlobalDir: sp.GlobalDir, HomeDir: sp.SessionDir,
 		SocketPath: sp.SocketPath, Logger: slog.New(slog.DiscardHandler)})
@@ -124,7 +130,7 @@ func TestBudgetRefusesUntilTheNextDay(t *testing.T) {
 
 	// The same day, a run whose sandbox started under the budget but whose
 	// model call came after it was used up ends with ErrBudget too.
-	require.NoError(t, st.AddUsage(ctx, "family", "2026-05-05", 0, 0))
+	require.NoError(t, st.AddUsage(ctx, "family", "claude-test", "2026-05-05", 0, 0))
 	budget.DailyTokens = 1101 // 1100 used: the run may start
 	_, err = run(`TOOL bash {"command":"true"} USAGE 10 1 REPLY never`)
 	require.ErrorIs(t, err, ErrBudget, "the first call (11 tokens) reaches the budget; the second is refused")
@@ -141,7 +147,7 @@ func TestNoBudgetNoRefusal(t *testing.T) {
 	st, err := store.Open(ctx, filepath.Join(dir, "data", "clawpen.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	require.NoError(t, st.AddUsage(ctx, "family", domain.Day(time.Now(), time.Local), 1<<40, 0))
+	require.NoError(t, st.AddUsage(ctx, "family", "claude-test", domain.Day(time.Now(), time.Local), 1<<40, 0))
 	llm := fakellm.New()
 	t.Cleanup(llm.Close)
 	r := New(Config{GroupsDir: filepath.Join(dir, "groups"), DataDir: filepath.Join(dir, "data"), RunAsUID: -1, RunAsGID: -1,

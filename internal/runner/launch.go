@@ -125,10 +125,8 @@ func (r *Runner) launch(base context.Context, v view, cmd []string, stdio *sandb
 	hcfg.Profile = v.prof
 	hcfg.Usage, hcfg.Now, hcfg.TZ = r.cfg.Usage, r.cfg.Now, r.cfg.TZ
 	hcfg.Logger = r.cfg.Logger
-	if hcfg.Model == "" {
-		// The proxy sends the model the job names, whatever the agent asks for.
-		hcfg.Model = r.cfg.Model
-	}
+	// The proxy sends the group's model, whatever the agent asks for.
+	hcfg.Model = r.model(v.prof)
 	srv, err := hostsock.Listen(sock, r.cfg.RunAsUID, r.cfg.RunAsGID, g.Caller(inv), hcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open host socket for %q: %w", folder, err)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -25,6 +26,10 @@ func (r *Runner) profile(g domain.Group) (domain.Profile, error) {
 	}
 	return p, nil
 }
+
+// model is the model of a group's runs under p: its profile's, else the
+// host's. The job names it and the run's socket pins it.
+func (r *Runner) model(p domain.Profile) string { return cmp.Or(p.Model, r.cfg.Model) }
 
 // profileLimits is lim with what p sets. The writable tmpfs stay within a
 // quarter (/tmp) and a sixteenth (/dev/shm) of a smaller memory limit, so

@@ -64,8 +64,14 @@ type Config struct {
 	Provider      string
 	Model         string
 	Env           map[string]string // allowlisted, non-secret
+	// ContextTokens is where a group's conversation is compacted
+	// (CLAWPEN_CONTEXT_TOKENS); 0 is domain.DefaultContextTokens.
+	ContextTokens int64
 	Limits        sandbox.Limits
-	Upstreams     hostsock.Config // provider URLs and keys; the rest is set per run
+	// Upstreams: provider URLs and keys, and the ledger of model requests
+	// in flight that all runs share (New makes one when it is nil); the
+	// rest is set per run.
+	Upstreams hostsock.Config
 	// Ops answers the agents' requests to the host (/ipc/<op> on their
 	// sockets); nil answers none.
 	Ops *ops.Service
@@ -108,6 +114,10 @@ type Runner struct {
 func New(cfg Config, sb Sandbox) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Upstreams.Ledger == nil {
+		// One for all runs: a group's runs at once share its budget.
+		cfg.Upstreams.Ledger = hostsock.NewLedger()
 	}
 	r := &Runner{cfg: cfg, sandbox: sb, active: map[string]int{}, forget: map[string]bool{}}
 	r.warm = newWarmPool(r, cfg.Warm)
@@ -242,7 +252,8 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 
 	var stdin []byte
 	if req.Command == nil {
-		stdin, err = r.job(req, inv, v.prof)
+		archived := r.archiveBefore(req, limits, r.cfg.Logger.With("group", folder, "invocation", inv))
+		stdin, err = r.job(req, inv, v.prof, archived)
 		if err != nil {
 			sr.stop(err)
 			<-sr.done
@@ -313,17 +324,41 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 	return Answer{Text: text, Duration: res.Duration}, nil
 }
 
+// archiveBefore archives the group's transcript before a run whose
+// conversation may pass the context budget, and says whether it did: only
+// then may the agent compact it. A copy that fails is logged; the agent
+// then keeps the conversation whole.
+func (r *Runner) archiveBefore(req Request, limits sandbox.Limits, log *slog.Logger) bool {
+	if req.ContextMode == domain.ContextIsolated || !r.mayCompact(req.Group.Folder, req.Prompt, r.contextTokens()) {
+		return false
+	}
+	if err := ArchiveCopy(r.cfg.DataDir, req.Group.Folder, limits.DiskBytes, time.Now()); err != nil {
+		log.Warn("the conversation is long but could not be archived; it is not compacted", "err", err)
+		return false
+	}
+	log.Info("archived the conversation before a run that may compact it")
+	return true
+}
+
+func (r *Runner) contextTokens() int64 {
+	if r.cfg.ContextTokens > 0 {
+		return r.cfg.ContextTokens
+	}
+	return domain.DefaultContextTokens
+}
+
 // job is the agent's job on its stdin.
-func (r *Runner) job(req Request, inv string, prof domain.Profile) ([]byte, error) {
+func (r *Runner) job(req Request, inv string, prof domain.Profile, archived bool) ([]byte, error) {
 	mode := req.ContextMode
 	if mode == "" {
 		mode = domain.ContextGroup
 	}
 	b, err := json.Marshal(domain.Job{
 		Version: domain.JobVersion, Group: req.Group.Folder, ChatID: req.Group.ChatID, IsMain: req.Group.IsMain(),
-		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.cfg.Model,
+		AssistantName: r.cfg.AssistantName, Provider: r.cfg.Provider, Model: r.model(prof),
 		ContextMode: mode, Prompt: req.Prompt, TaskID: req.TaskID, Egress: prof.HasNetwork(),
-		Tools: r.bridgeTools(req.Group.Caller(inv), prof),
+		Tools:         r.bridgeTools(req.Group.Caller(inv), prof),
+		ContextTokens: r.contextTokens(), Archived: archived,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode job: %w", err)

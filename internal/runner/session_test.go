@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/hostsock"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -145,3 +151,92 @@ func TestForgetDuringARun(t *testing.T) {
 	require.NoError(t, err)
 	assert.FileExists(t, transcript, "a later run's conversation is kept")
 }
+
+// Before a run that may compact, the host copies the transcript as it is;
+// what the sandbox planted instead of one is not copied, nor one that
+// would take the group's archive past its limit.
+func TestArchiveCopy(t *testing.T) {
+	data := t.TempDir()
+	session := SessionDir(data, "team")
+	require.NoError(t, os.MkdirAll(session, 0o700))
+	transcript := filepath.Join(session, domain.TranscriptFile)
+	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	copies := func() []string {
+		es, _ := os.ReadDir(ArchiveDir(data, "team"))
+		var out []string
+		for _, e := range es {
+			b, err := os.ReadFile(filepath.Join(ArchiveDir(data, "team"), e.Name()))
+			require.NoError(t, err)
+			out = append(out, e.Name()+"="+string(b))
+		}
+		return out
+	}
+
+	require.NoError(t, os.WriteFile(transcript, []byte(`{"v":1,"messages":["every turn"]}`), 0o600))
+	require.NoError(t, ArchiveCopy(data, "team", 1<<20, now))
+	assert.Equal(t, []string{`20260504T100000.000000000Z-before-compaction-transcript.json={"v":1,"messages":["every turn"]}`}, copies())
+	b, err := os.ReadFile(transcript)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "every turn", "a copy: the run still has its conversation")
+
+	secret := filepath.Join(data, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("HOST SECRET"), 0o600))
+	require.NoError(t, os.Remove(transcript))
+	require.NoError(t, os.Symlink(secret, transcript))
+	assert.Error(t, ArchiveCopy(data, "team", 1<<20, now.Add(time.Second)), "a symlink is not followed")
+	require.NoError(t, os.Remove(transcript))
+	require.NoError(t, unix.Mkfifo(transcript, 0o600))
+	assert.ErrorContains(t, ArchiveCopy(data, "team", 1<<20, now.Add(2*time.Second)), "not a regular file")
+	require.NoError(t, os.Remove(transcript))
+	require.NoError(t, os.WriteFile(transcript, make([]byte, 1<<20), 0o600))
+	assert.ErrorContains(t, ArchiveCopy(data, "team", 1<<20, now.Add(3*time.Second)), "would pass the group's 1 MiB")
+	require.NoError(t, os.Truncate(transcript, maxArchiveCopy+1))
+	assert.ErrorContains(t, ArchiveCopy(data, "team", 0, now.Add(4*time.Second)), "larger than 16 MiB")
+	assert.Len(t, copies(), 1, "nothing more was archived")
+	for _, c := range copies() {
+		assert.NotContains(t, c, "HOST SECRET")
+	}
+}
+
+// A conversation driven past a small budget through the real agent and
+// socket: the run that may compact is archived first, the agent makes one
+// summary request, and the archive holds every earlier turn.
+func TestLongConversationArchivedThenCompacted(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	llm := fakellm.New()
+	t.Cleanup(llm.Close)
+	r := New(Config{
+		GroupsDir: filepath.Join(dir, "groups"), DataDir: filepath.Join(dir, "data"), RunAsUID: -1, RunAsGID: -1,
+		Model: "claude-test", Upstreams: hostsock.Config{Anthropic: hostsock.Upstream{BaseURL: llm.URL()}},
+		ContextTokens: 1000, Logger: slog.New(slog.DiscardHandler),
+	}, &inProcess{})
+	g := domain.Group{Folder: "family", ChatID: -5}
+	pad := strings.Repeat("words ", 400)
+	summaries := func() int {
+		n := 0
+		for _, q := range llm.Requests() {
+			if strings.HasPrefix(q.Messages[0].Text(), "<conversation>") {
+				n++
+			}
+		}
+		return n
+	}
+	for i := 1; summaries() == 0; i++ {
+		require.Less(t, i, 10, "no compaction after 10 runs")
+		_, err := r.Start(ctx, Request{Group: g, Prompt: fmt.Sprintf("FACT-%d %s REPLY ok", i, pad), ContextMode: domain.ContextGroup}).Wait()
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, summaries())
+	es, err := os.ReadDir(ArchiveDir(filepath.Join(dir, "data"), "family"))
+	require.NoError(t, err)
+	require.NotEmpty(t, es)
+	last, err := os.ReadFile(filepath.Join(ArchiveDir(filepath.Join(dir, "data"), "family"), es[len(es)-1].Name()))
+	require.NoError(t, err)
+	reqs := llm.Requests()
+	for _, want := range factRe.FindAllString(reqs[len(reqs)-2].Messages[0].Text(), -1) {
+		assert.Contains(t, string(last), want, "the archive holds every turn the summary replaced")
+	}
+}
+
+var factRe = regexp.MustCompile(`FACT-\d+`)

@@ -18,11 +18,11 @@ func TestUsageAddsPerGroupAndDay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, domain.Usage{Group: "family", Day: "2026-05-04"}, u, "no use yet is zero")
 
-	require.NoError(t, s.AddUsage(ctx, "family", "2026-05-04", 100, 20))
-	require.NoError(t, s.AddUsage(ctx, "family", "2026-05-04", 50, 5))
-	require.NoError(t, s.AddUsage(ctx, "family", "2026-05-05", 7, 3))
-	require.NoError(t, s.AddUsage(ctx, "main", "2026-05-04", 1, 1))
-	require.NoError(t, s.AddUsage(ctx, "main", "2026-05-01", 9, 9))
+	require.NoError(t, s.AddUsage(ctx, "family", "haiku", "2026-05-04", 100, 20))
+	require.NoError(t, s.AddUsage(ctx, "family", "sonnet", "2026-05-04", 50, 5))
+	require.NoError(t, s.AddUsage(ctx, "family", "haiku", "2026-05-05", 7, 3))
+	require.NoError(t, s.AddUsage(ctx, "main", "sonnet", "2026-05-04", 1, 1))
+	require.NoError(t, s.AddUsage(ctx, "main", "sonnet", "2026-05-01", 9, 9))
 
 	u, err = s.UsageOn(ctx, "family", "2026-05-04")
 	require.NoError(t, err)
@@ -36,14 +36,44 @@ func TestUsageAddsPerGroupAndDay(t *testing.T) {
 		{Group: "main", Day: "2026-05-04", Input: 1, Output: 1, Requests: 1},
 		{Group: "family", Day: "2026-05-05", Input: 7, Output: 3, Requests: 1},
 	}, all, "by day then group, from the first day on")
+
+	byModel, err := s.ModelUsageSince(ctx, "2026-05-04")
+	require.NoError(t, err)
+	assert.Equal(t, []domain.Usage{
+		{Group: "family", Day: "2026-05-04", Model: "haiku", Input: 100, Output: 20, Requests: 1},
+		{Group: "family", Day: "2026-05-04", Model: "sonnet", Input: 50, Output: 5, Requests: 1},
+		{Group: "main", Day: "2026-05-04", Model: "sonnet", Input: 1, Output: 1, Requests: 1},
+		{Group: "family", Day: "2026-05-05", Model: "haiku", Input: 7, Output: 3, Requests: 1},
+	}, byModel, "the same answers, split by model")
+}
+
+func TestTranscribedPerGroupAndDay(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	n, err := s.TranscribedOn(ctx, "family", "2026-05-04")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	require.NoError(t, s.AddTranscribed(ctx, "family", "2026-05-04", 12))
+	require.NoError(t, s.AddTranscribed(ctx, "family", "2026-05-04", 3))
+	require.NoError(t, s.AddTranscribed(ctx, "main", "2026-05-05", 60))
+	require.Error(t, s.AddTranscribed(ctx, "family", "2026-05-04", -1))
+	n, err = s.TranscribedOn(ctx, "family", "2026-05-04")
+	require.NoError(t, err)
+	assert.Equal(t, int64(15), n)
+	all, err := s.TranscribedSince(ctx, "2026-05-04")
+	require.NoError(t, err)
+	assert.Equal(t, []domain.Transcribed{
+		{Group: "family", Day: "2026-05-04", Seconds: 15, Files: 2},
+		{Group: "main", Day: "2026-05-05", Seconds: 60, Files: 1},
+	}, all)
 }
 
 func TestAddUsageRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
-	require.Error(t, s.AddUsage(ctx, "", "2026-05-04", 1, 1))
-	require.Error(t, s.AddUsage(ctx, "family", "", 1, 1))
-	require.Error(t, s.AddUsage(ctx, "family", "2026-05-04", -1, 1))
+	require.Error(t, s.AddUsage(ctx, "", "m", "2026-05-04", 1, 1))
+	require.Error(t, s.AddUsage(ctx, "family", "m", "", 1, 1))
+	require.Error(t, s.AddUsage(ctx, "family", "m", "2026-05-04", -1, 1))
 	all, err := s.UsageSince(ctx, "")
 	require.NoError(t, err)
 	assert.Empty(t, all)

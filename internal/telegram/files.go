@@ -113,11 +113,17 @@ func inFile(m *models.Message) *domain.InFile {
 	case m.Video != nil:
 		return one("video", m.Video.FileID, m.Video.FileSize, m.Video.FileName, m.Video.MimeType)
 	case m.VideoNote != nil:
-		return one("video", m.VideoNote.FileID, int64(m.VideoNote.FileSize), "", "video/mp4")
+		f := one("video", m.VideoNote.FileID, int64(m.VideoNote.FileSize), "", "video/mp4")
+		f.Speech = true
+		return f
 	case m.Voice != nil:
-		return one("voice", m.Voice.FileID, m.Voice.FileSize, "", m.Voice.MimeType)
+		f := one("voice", m.Voice.FileID, m.Voice.FileSize, "", m.Voice.MimeType)
+		f.Speech = true
+		return f
 	case m.Audio != nil:
-		return one("audio", m.Audio.FileID, m.Audio.FileSize, m.Audio.FileName, m.Audio.MimeType)
+		f := one("audio", m.Audio.FileID, m.Audio.FileSize, m.Audio.FileName, m.Audio.MimeType)
+		f.Speech = true
+		return f
 	case m.Document != nil:
 		return one("document", m.Document.FileID, m.Document.FileSize, m.Document.FileName, m.Document.MimeType)
 	}

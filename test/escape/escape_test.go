@@ -489,7 +489,7 @@ func hostProcs(needle string) []string {
 }
 
 func TestEscape(t *testing.T) {
-	host := harness.New(t, harness.Options{Owner: true,
+	host := harness.New(t, harness.Options{Owner: true, AlsoOpenAI: true,
 		Extra: map[string]string{
 			"CLAWPEN_AGENT_TIMEOUT": "20s", // the never-exits attack is killed by this
 			"CLAWPEN_RETRY_BACKOFF": "100ms",
@@ -498,7 +498,12 @@ func TestEscape(t *testing.T) {
 			// The approval rows press within it; in one, nobody answers
 			// and the run outlives it (and pwn's 10 s client timeout).
 			"CLAWPEN_APPROVAL_TIMEOUT": "8s",
+			// voice_test.go: a slow transcription ends soon, a group may
+			// have a minute a day transcribed.
+			"CLAWPEN_TRANSCRIBE_TIMEOUT":       "5s",
+			"CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "1",
 		},
+		Transcribe:   true,
 		AllowedRoots: []harness.AllowedRoot{{Path: "shared", ReadWrite: true}},
 	})
 	// The main group exists before any failure notice needs it.
@@ -584,7 +589,7 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 	t.Logf("sandbox answered (%d bytes):\n%s", len(out), clip(out, 6000))
 
 	var evidence, missing []string
-	for _, bad := range append([]string{breach, harness.SecretSSH, harness.SecretAWS, harness.AllowlistMarker, harness.APIKey, harness.BotToken,
+	for _, bad := range append([]string{breach, harness.SecretSSH, harness.SecretAWS, harness.AllowlistMarker, harness.APIKey, harness.BotToken, harness.TranscribeKey,
 		"OTHER-GROUP-SECRET", "OTHER-SESSION-SECRET"}, a.bad...) {
 		if strings.Contains(out, bad) {
 			evidence = append(evidence, fmt.Sprintf("answer contains %q", bad))

@@ -34,9 +34,11 @@ const (
 	MemberID   = int64(7777)
 	GroupChat  = int64(-100200300)
 	APIKey     = "sk-ant-e2e-SECRET-never-in-sandbox"
-	BotToken   = "123456:e2e-TOKEN-never-in-sandbox"
-	SecretSSH  = "PLANTED-SSH-PRIVATE-KEY"
-	SecretAWS  = "PLANTED-AWS-CREDENTIAL"
+	// TranscribeKey is the transcription server's key (Options.Transcribe).
+	TranscribeKey = "sk-transcribe-e2e-SECRET-never-in-sandbox"
+	BotToken      = "123456:e2e-TOKEN-never-in-sandbox"
+	SecretSSH     = "PLANTED-SSH-PRIVATE-KEY"
+	SecretAWS     = "PLANTED-AWS-CREDENTIAL"
 	// AllowlistMarker is a blocked pattern written into every host's mount
 	// allowlist, so a sandbox that reads the file shows it.
 	AllowlistMarker = "PLANTED-ALLOWLIST"

@@ -68,6 +68,12 @@ type Options struct {
 	// Profiles, when set, is the content of the host's profiles file
 	// (the default CLAWPEN_PROFILES, under the host's $HOME).
 	Profiles string
+	// Transcribe: voice notes are transcribed by the fake model's
+	// transcription endpoint, with TranscribeKey.
+	Transcribe bool
+	// AlsoOpenAI points the OpenAI-compatible proxy at the fake too (with
+	// the same key), beside Anthropic.
+	AlsoOpenAI bool
 }
 
 // New makes a host's directories, plants the secrets a sandbox must never
@@ -116,6 +122,9 @@ func New(t testing.TB, o Options) *Host {
 		llm.SetRequiredKey("")
 		provider = []string{"OPENAI_BASE_URL=" + llm.URL() + "/v1"}
 	}
+	if o.AlsoOpenAI {
+		provider = append(provider, "OPENAI_BASE_URL="+llm.URL()+"/v1", "OPENAI_API_KEY="+APIKey)
+	}
 
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -130,6 +139,10 @@ func New(t testing.TB, o Options) *Host {
 		"CLAWPEN_DEBUG=1",
 	}
 	env = append(env, provider...)
+	if o.Transcribe {
+		llm.SetTranscribeKey(TranscribeKey)
+		env = append(env, "CLAWPEN_TRANSCRIBE=openai", "CLAWPEN_TRANSCRIBE_URL="+llm.URL(), "CLAWPEN_TRANSCRIBE_KEY="+TranscribeKey)
+	}
 	if o.Owner {
 		env = append(env, fmt.Sprintf("CLAWPEN_OWNER_ID=%d", OwnerID))
 	}
@@ -342,6 +355,23 @@ func (h *Host) WaitDelivered() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Usage is the model tokens folder used, over all days.
+func (h *Host) Usage(folder string) domain.Usage {
+	h.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(h.Dir, "data", "clawpen.db"))
+	require.NoError(h.t, err)
+	defer st.Close()
+	days, err := st.UsageSince(context.Background(), "")
+	require.NoError(h.t, err)
+	total := domain.Usage{Group: folder}
+	for _, u := range days {
+		if u.Group == folder {
+			total.Input, total.Output, total.Requests = total.Input+u.Input, total.Output+u.Output, total.Requests+u.Requests
+		}
+	}
+	return total
 }
 
 // AuditLog is the audit log, one "group operation decision reason" line per entry.

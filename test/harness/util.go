@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"html"
 	"io"
 	"os"
@@ -128,4 +129,28 @@ func FileUID(fi os.FileInfo) uint32 {
 		return st.Uid
 	}
 	return 0
+}
+
+// VoiceWAV is a WAV voice note of secs seconds of silence whose "speech"
+// is the fake transcribers' script (fakellm's transcription endpoint):
+// "SAY: <words>", "HOLD" or "FAIL 500", in a chunk of its own.
+func VoiceWAV(secs int, script string) []byte {
+	n := secs * 8000
+	note := script + "\n"
+	if len(note)%2 == 1 {
+		note += "\n"
+	}
+	b := []byte("RIFF\x00\x00\x00\x00WAVEfmt ")
+	b = binary.LittleEndian.AppendUint32(b, 16)
+	b = append(b, 1, 0, 1, 0) // PCM, mono
+	b = binary.LittleEndian.AppendUint32(b, 8000)
+	b = binary.LittleEndian.AppendUint32(b, 8000)
+	b = append(b, 1, 0, 8, 0, 'n', 'o', 't', 'e')
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(note)))
+	b = append(b, note...)
+	b = append(b, "data"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	b = append(b, make([]byte, n)...)
+	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
+	return b
 }
