@@ -25,8 +25,14 @@ func (a *runner) callHost(ctx context.Context, name string, args any) (string, e
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, ipcTimeout)
-	defer cancel()
+	if name != "host_tool" {
+		// A bridge tool's call is bounded by the host (the tool's timeout,
+		// and CLAWPEN_APPROVAL_TIMEOUT while it waits for the owner) and by
+		// the run's time limit: a bound of its own here would cut it short.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ipcTimeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hostBaseURL+"/ipc/"+name, bytes.NewReader(body))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)

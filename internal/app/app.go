@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/clawpen/clawpen/internal/approval"
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/config"
 	"github.com/clawpen/clawpen/internal/domain"
@@ -516,6 +517,9 @@ type Host struct {
 	Runner    *runner.Runner
 	Router    *router.Router
 	Scheduler *scheduler.Scheduler
+	// Approvals asks the owner about what waits for the owner's press;
+	// the owner's presses come to it from the Telegram poll.
+	Approvals *approval.Broker
 
 	store       *store.Store
 	telegram    *telegram.Client
@@ -527,16 +531,18 @@ type Host struct {
 
 // NewHost builds the host's components on p, as cfg says.
 func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) (*Host, error) {
+	approvals := approval.New(approval.Config{Store: p.Store, Messenger: p.Telegram, Timeout: cfg.ApprovalTimeout, TZ: cfg.TZ, Logger: log,
+		Owner: func(ctx context.Context) (int64, error) { return p.Store.Owner(ctx, cfg.OwnerID) }})
 	sandboxUser := beneath.User{UID: p.RunAsUID, GID: p.RunAsGID}
 	operations := ops.New(ops.Config{Store: p.Store, GroupsDir: cfg.GroupsDir, SandboxUser: sandboxUser, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Mounts: p.Mounts, Profiles: cfg.Profiles,
-		Tools: tools.NewDir(cfg.ToolsDir), ToolEnv: cfg.ToolEnv, Logger: log,
+		Tools: tools.NewDir(cfg.ToolsDir), ToolEnv: cfg.ToolEnv, Approvals: approvals, Logger: log,
 		Refused: func(op ops.Op) { p.Metrics.IPCRefused(string(op)) }})
 	run := NewRunner(cfg, p, operations, log)
 	rt, err := router.New(ctx, router.Config{
 		Store: p.Store, Messenger: p.Telegram, Agents: run, Ops: operations,
 		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: p.Telegram.Username(),
 		TZ: cfg.TZ, Logger: log, MaxConcurrent: cfg.MaxConcurrent, RetryBackoff: cfg.RetryBackoff,
-		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, Observer: p.Metrics,
+		Host: p.Status, Mounts: p.Mounts, DefaultPolicy: cfg.SenderPolicy, SenderRate: cfg.SenderRate, Observer: p.Metrics,
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Now:     cfg.UsageNow,
 		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20, SandboxUser: sandboxUser,
@@ -553,7 +559,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Store: p.Store, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Logger: log,
 		Dispatch: rt.Schedule, Changed: operations.TasksChanged(),
 	})
-	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, store: p.Store, telegram: p.Telegram, retention: cfg.Retention,
+	return &Host{Ops: operations, Runner: run, Router: rt, Scheduler: sched, Approvals: approvals, store: p.Store, telegram: p.Telegram, retention: cfg.Retention,
 		groupsDir: cfg.GroupsDir, sandboxUser: sandboxUser, log: log}, nil
 }
 
@@ -591,8 +597,19 @@ func (h *Host) Run(ctx context.Context) error {
 	} else if ok {
 		offset, _ = strconv.ParseInt(v, 10, 64)
 	}
+	// Requests a previous host left waiting for the owner: their runs are gone.
+	if err := h.Approvals.Start(ctx); err != nil {
+		return fmt.Errorf("expire waiting approvals: %w", err)
+	}
 	h.log.Info("clawpen serving", "bot", h.telegram.Username(), "sandbox", h.Runner.Backend(), "offset", offset)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		// What waits for the owner is refused as the host stops, so the
+		// runs hear a denial rather than only their end.
+		<-gctx.Done()
+		h.Approvals.Close()
+		return nil
+	})
 	h.Runner.StartWarm(gctx)
 	g.Go(func() error { return h.Router.Run(gctx) })
 	g.Go(func() error { return h.Scheduler.Run(gctx) })
@@ -604,10 +621,13 @@ func (h *Host) Run(ctx context.Context) error {
 	g.Go(func() error {
 		err := h.telegram.Poll(gctx, offset,
 			func(ctx context.Context, u telegram.Update) error {
-				if u.Message == nil {
-					return nil
+				switch {
+				case u.Press != nil:
+					return h.Approvals.Press(ctx, *u.Press)
+				case u.Message != nil:
+					return h.Router.Handle(ctx, *u.Message)
 				}
-				return h.Router.Handle(ctx, *u.Message)
+				return nil
 			},
 			func(ctx context.Context, next int64) error {
 				// The update was handled; persist that even during shutdown, or

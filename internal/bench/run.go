@@ -77,6 +77,7 @@ func sections() []section {
 		{"egress", egressProxy},
 		{"metrics", metricsCost},
 		{"bridge", bridgeCall},
+		{"approval", approvalPress},
 		{"drafts", liveDrafts},
 		{"warm", warmPath},
 	}

@@ -19,6 +19,11 @@ func profilesCommand() *command {
 		{name: "list", summary: "every profile: network, egress, limits, tools, daily_tokens, model, transcribe, and the groups using it",
 			detail: "The built-in default included. A limit or model the profile does not set is the host's (shown in parentheses).",
 			flags:  noFlags(profilesList)},
+		{name: "revoke", args: "<folder> <host>[:port]", min: 2, max: 2,
+			summary: "take back a destination the owner allowed a group, as /revoke does in the main chat",
+			detail: "Under a profile's egress_ask the owner may allow a destination for a group (\"Allow for <group>\");\n" +
+				"from now on the group's runs are asked about it again. A host alone revokes every port of it.",
+			flags: noFlags(profilesRevoke)},
 		{name: "check", summary: "validate the profiles file and the groups' profiles",
 			detail: "Exits 1 when the file is malformed (the error names the file, the profile and the field)\n" +
 				"or a group names a profile that cannot be used; a missing file is fine while no group names one.",
@@ -77,11 +82,15 @@ func profilesList(ctx context.Context, s *session, _ []string) error {
 	names := now.Names()
 	for _, name := range names {
 		p, _ := now.Get(name)
+		egress := orNone(p.Egress)
+		if p.EgressAsk {
+			egress += " (else ask the owner)"
+		}
 		model := "(" + s.cfg.Model + ")"
 		if p.Model != "" {
 			model = p.Model
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Network, orNone(p.Egress),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, p.Network, egress,
 			limit(p.MemoryMB, host.MemoryBytes>>20, "MiB"), limit(int64(p.Pids), int64(host.Pids), ""),
 			cpus(p.CPUs, host.CPUs), duration(p, host), limit(p.DiskMB, host.DiskBytes>>20, "MiB"),
 			orNone(p.Tools), tokens(p.DailyTokens), model, map[bool]string{false: "yes", true: "no"}[p.NoTranscribe], orNone(users[name]))
@@ -93,7 +102,47 @@ func profilesList(ctx context.Context, s *session, _ []string) error {
 			fmt.Fprintf(tw, "%s\t(undefined: these groups run nothing)\t\t\t\t\t\t\t\t\t\t\t%s\n", name, strings.Join(users[name], ", "))
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return s.allowedEgress(ctx)
+}
+
+// allowedEgress lists the destinations the owner allowed groups under
+// egress_ask, until revoked.
+func (s *session) allowedEgress(ctx context.Context) error {
+	st, err := s.store(ctx)
+	if err != nil {
+		return err
+	}
+	allowed, err := st.ListEgressAllowed(ctx, "")
+	if err != nil || len(allowed) == 0 {
+		return err
+	}
+	fmt.Fprintln(s.stdout, "\nAllowed by the owner (egress_ask; clawpen profiles revoke <folder> <host> takes one back):")
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tDESTINATION\tSINCE")
+	for _, a := range allowed {
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\n", a.Group, a.Host, a.Port, a.Allowed.In(s.cfg.TZ).Format("2006-01-02 15:04"))
+	}
 	return tw.Flush()
+}
+
+// profilesRevoke is `clawpen profiles revoke <folder> <host>`, as /revoke.
+func profilesRevoke(ctx context.Context, s *session, args []string) error {
+	svc, err := s.ops(ctx)
+	if err != nil {
+		return err
+	}
+	n, err := svc.RevokeEgress(ctx, domain.Owner(), args[0], args[1])
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s had no allowance for %s; nothing changed", args[0], args[1])
+	}
+	fmt.Fprintf(s.stdout, "revoked: %s is asked about %s again from now on (%d)\n", args[0], args[1], n)
+	return nil
 }
 
 func profilesCheck(ctx context.Context, s *session, _ []string) error {

@@ -115,6 +115,13 @@ type Config struct {
 	// SenderPolicy (CLAWPEN_SENDER_POLICY) is the sender policy of groups
 	// that have none of their own.
 	SenderPolicy domain.SenderPolicy
+	// SenderRate (CLAWPEN_SENDER_RATE) is how often one member of a
+	// non-main group may call the agent per hour, for groups whose sender
+	// policy sets no rate; 0: no limit.
+	SenderRate int
+	// ApprovalTimeout (CLAWPEN_APPROVAL_TIMEOUT) is how long a request
+	// waits for the owner's press; no answer within it is a denial.
+	ApprovalTimeout time.Duration
 	// ClockOffset (CLAWPEN_CLOCK_OFFSET) is a test knob: it moves the clock
 	// of token usage days and budgets, so that a test can reach tomorrow
 	// without waiting for it. Zero in production.
@@ -177,6 +184,8 @@ const (
 	DefaultEgressMB      = 1024
 	DefaultMaxFileMB     = 20 // the Bot API's own download limit
 	DefaultMinInterval   = time.Minute
+	DefaultSenderRate    = 20 // calls per member and hour
+	DefaultApproval      = 2 * time.Minute
 
 	TranscribeOff     = "off"
 	TranscribeOpenAI  = "openai"
@@ -249,6 +258,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		RetryBackoff:     DefaultRetryBackoff(),
 		MinInterval:      DefaultMinInterval,
 		SenderPolicy:     domain.DefaultSenderPolicy,
+		SenderRate:       DefaultSenderRate,
+		ApprovalTimeout:  DefaultApproval,
 		MetricsAddr:      get("CLAWPEN_METRICS_ADDR", ""),
 		LogFormat:        get("CLAWPEN_LOG_FORMAT", "text"),
 
@@ -431,6 +442,20 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("CLAWPEN_SENDER_POLICY=%q: %w", v, err))
 		}
 		c.SenderPolicy = p
+	}
+	if v := get("CLAWPEN_SENDER_RATE", ""); v != "" {
+		n, err := domain.ParseSenderRate(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("CLAWPEN_SENDER_RATE=%q: %w", v, err))
+		}
+		c.SenderRate = n
+	}
+	if v := get("CLAWPEN_APPROVAL_TIMEOUT", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("CLAWPEN_APPROVAL_TIMEOUT=%q: want a Go duration from 1s to 24h, e.g. 2m", v))
+		}
+		c.ApprovalTimeout = d
 	}
 	errs = append(errs, c.transcriber(get)...)
 	c.PassEnvValues = map[string]string{}

@@ -131,6 +131,9 @@ func parseProfile(raw jsontext.Value) (domain.Profile, error) {
 	if len(p.Egress) > 0 && !p.HasNetwork() {
 		return p, errors.New(`field "egress": given, but "network" is not "allowlist"`)
 	}
+	if p.EgressAsk && !p.HasNetwork() {
+		return p, errors.New(`field "egress_ask": true, but "network" is not "allowlist"`)
+	}
 	return p, nil
 }
 
@@ -198,6 +201,8 @@ func setField(p *domain.Profile, key string, raw jsontext.Value) error {
 		}
 	case "daily_tokens":
 		return intIn(raw, &p.DailyTokens, 1, math.MaxInt64)
+	case "egress_ask":
+		return json.Unmarshal(raw, &p.EgressAsk)
 	case "model":
 		if err := json.Unmarshal(raw, &p.Model); err != nil {
 			return err
@@ -212,7 +217,7 @@ func setField(p *domain.Profile, key string, raw jsontext.Value) error {
 		}
 		p.NoTranscribe = !on
 	default:
-		return errors.New("unknown field (network, egress, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe)")
+		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe)")
 	}
 	return nil
 }

@@ -1,14 +1,19 @@
 package domain
 
-// Sender policies: which members of a group may call the agent. A group's
-// policy is JSON: {"allow": "*" | [user ids], "mode": "trigger" | "drop"}.
-// With mode "trigger", messages of members not allowed are kept as context
-// but never call the agent; with "drop" they are not stored at all.
+// Sender policies: which members of a group may call the agent, and how
+// often. A group's policy is JSON: {"allow": "*" | [user ids], "mode":
+// "trigger" | "drop", "rate": "N/h"}. With mode "trigger", messages of
+// members not allowed are kept as context but never call the agent; with
+// "drop" they are not stored at all. A rate bounds each member's calls per
+// hour (CLAWPEN_SENDER_RATE when the policy sets none); "allow" may be left
+// out of a policy that sets only a rate.
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -25,6 +30,10 @@ type SenderPolicy struct {
 	All   bool
 	Users map[int64]bool
 	Mode  string
+	// Rate is the calls per member and hour the policy sets (0: no limit),
+	// when RateSet; else the host's CLAWPEN_SENDER_RATE applies.
+	Rate    int
+	RateSet bool
 }
 
 // DefaultSenderPolicy lets every member call the agent.
@@ -37,6 +46,7 @@ var closedSenderPolicy = SenderPolicy{Users: map[int64]bool{}, Mode: SenderModeT
 type senderPolicyWire struct {
 	Allow jsontext.Value `json:"allow"`
 	Mode  string         `json:"mode"`
+	Rate  *string        `json:"rate"`
 }
 
 // Parse reads a policy; empty means def. A malformed policy returns a
@@ -50,6 +60,16 @@ func ParseSenderPolicy(raw []byte, def SenderPolicy) (SenderPolicy, error) {
 		return closedSenderPolicy, fmt.Errorf("sender policy: %w", err)
 	}
 	p := SenderPolicy{Mode: w.Mode}
+	if w.Rate != nil {
+		n, err := ParseSenderRate(*w.Rate)
+		if err != nil {
+			return closedSenderPolicy, fmt.Errorf("sender policy: rate: %w", err)
+		}
+		p.Rate, p.RateSet = n, true
+		if len(w.Allow) == 0 {
+			w.Allow = jsontext.Value(`"*"`)
+		}
+	}
 	switch p.Mode {
 	case "":
 		p.Mode = SenderModeTrigger
@@ -79,6 +99,24 @@ func ParseSenderPolicy(raw []byte, def SenderPolicy) (SenderPolicy, error) {
 		return closedSenderPolicy, errors.New(`sender policy: allow must be "*" or a list of user ids`)
 	}
 	return p, nil
+}
+
+// MaxSenderRate bounds a rate: more calls an hour than this is no limit
+// worth keeping, and a typo.
+const MaxSenderRate = 10000
+
+// ParseSenderRate reads a rate of calls per member and hour: "N/h", or "0"
+// for no limit.
+func ParseSenderRate(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(s, "/h"))
+	if err != nil || !strings.HasSuffix(s, "/h") || n < 0 || n > MaxSenderRate {
+		return 0, fmt.Errorf("%q: want calls per hour as N/h (at most %d), or 0 for no limit", s, MaxSenderRate)
+	}
+	return n, nil
 }
 
 // SenderVerdict says what to do with one member's message.

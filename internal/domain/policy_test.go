@@ -48,6 +48,7 @@ func TestSenderPolicyParseAndDecide(t *testing.T) {
 func FuzzParseSenderPolicy(f *testing.F) {
 	f.Add(`{"allow":"*"}`)
 	f.Add(`{"allow":[1,2],"mode":"drop"}`)
+	f.Add(`{"rate":"5/h"}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		p, err := ParseSenderPolicy([]byte(raw), DefaultSenderPolicy)
 		if err != nil {

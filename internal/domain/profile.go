@@ -16,9 +16,12 @@ const (
 // "Sandbox profiles"), as the admin's profiles file defines it. Zero limits
 // mean the host's defaults.
 type Profile struct {
-	Name        string
-	Network     string   // NetworkNone or NetworkAllowlist
-	Egress      []string // host[:port] entries; "*." prefix matches subdomains, "*" any public host
+	Name    string
+	Network string   // NetworkNone or NetworkAllowlist
+	Egress  []string // host[:port] entries; "*." prefix matches subdomains, "*" any public host
+	// EgressAsk: a public destination Egress does not hold is put to the
+	// owner (DESIGN.md, "Approvals") rather than refused.
+	EgressAsk   bool
 	MemoryMB    int64
 	Pids        int
 	CPUs        float64

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,14 +53,16 @@ type Entity struct {
 
 // SentMessage is one accepted sendMessage call.
 type SentMessage struct {
-	ChatID    int64     `json:"chat_id"`
-	ThreadID  int       `json:"message_thread_id,omitempty"`
-	MessageID int64     `json:"message_id"`
-	Text      string    `json:"text"`    // exactly as sent (HTML source when ParseMode is HTML)
-	Visible   string    `json:"visible"` // what a user would see: tags removed, entities decoded
-	ParseMode string    `json:"parse_mode,omitempty"`
-	Token     string    `json:"-"`
-	Time      time.Time `json:"time"`
+	ChatID    int64      `json:"chat_id"`
+	ThreadID  int        `json:"message_thread_id,omitempty"`
+	MessageID int64      `json:"message_id"`
+	Text      string     `json:"text"`    // exactly as sent (HTML source when ParseMode is HTML)
+	Visible   string     `json:"visible"` // what a user would see: tags removed, entities decoded
+	ParseMode string     `json:"parse_mode,omitempty"`
+	Keyboard  [][]Button `json:"keyboard,omitempty"` // its inline keyboard, as it is now
+	Token     string     `json:"-"`
+	Time      time.Time  `json:"time"`
+	Edited    time.Time  `json:"edited,omitzero"` // the last editMessageText
 }
 
 // ChatAction is one accepted sendChatAction call.
@@ -106,6 +109,8 @@ type Server struct {
 	actions      []ChatAction
 	commands     map[string][]Command // by scope (see CommandsFor)
 	drafts       draftState
+	kb           keyboards       // keyboard.go
+	allowed      []string        // getUpdates' allowed_updates, as last given (nil: all)
 	migrated     map[int64]int64 // old group id -> supergroup id
 	failN        int
 	failAfter    int // sends let through before the failN failures
@@ -170,6 +175,8 @@ func newServer(opts []Option) *Server {
 	mux.HandleFunc("GET /control/confirmed", s.controlConfirmed)
 	mux.HandleFunc("GET /control/drafts", s.controlDrafts)
 	mux.HandleFunc("POST /control/drafts/fail", s.controlFailDrafts)
+	mux.HandleFunc("POST /control/press", s.controlPress)
+	mux.HandleFunc("GET /control/answers", s.controlAnswers)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/bot") {
 			s.serveBot(w, r)
@@ -281,6 +288,10 @@ func (s *Server) serveBot(w http.ResponseWriter, r *http.Request) {
 		s.getFile(w, params)
 	case "sendmessagedraft":
 		s.sendMessageDraft(w, params)
+	case "editmessagetext":
+		s.editMessageText(w, params)
+	case "answercallbackquery":
+		s.answerCallbackQuery(w, params)
 	case "deletewebhook", "setmycommands", "deletemycommands", "sendchataction", "sendmessage", "getwebhookinfo":
 		s.dispatch(w, strings.ToLower(method), params, token)
 	default:
@@ -340,6 +351,16 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p params) {
 		limit = 100
 	}
 	timeout, _ := p.int64("timeout")
+	if raw, ok := p["allowed_updates"]; ok {
+		var kinds []string
+		if err := json.Unmarshal([]byte(raw), &kinds); err != nil {
+			writeError(w, http.StatusBadRequest, "Bad Request: can't parse allowed updates", 0)
+			return
+		}
+		s.mu.Lock()
+		s.allowed = kinds
+		s.mu.Unlock()
+	}
 	deadline := time.NewTimer(time.Duration(max(timeout, 0)) * time.Second)
 	defer deadline.Stop()
 	for {
@@ -358,6 +379,7 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p params) {
 				s.notifyLocked()
 			}
 		}
+		s.dropUnwantedLocked()
 		var result []json.RawMessage
 		var fresh []int64
 		for i := range s.updates {
@@ -399,6 +421,34 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p params) {
 	}
 }
 
+// dropUnwantedLocked forgets updates of a kind the bot's allowed_updates
+// leaves out, as Telegram never stores them. An empty list means every
+// kind but chat_member and the reactions. Call with s.mu held.
+func (s *Server) dropUnwantedLocked() {
+	if s.allowed == nil {
+		return
+	}
+	kept := s.updates[:0]
+	for _, u := range s.updates {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(u.raw, &m)
+		want := false
+		for k := range m {
+			switch {
+			case k == "update_id":
+			case len(s.allowed) == 0:
+				want = want || (k != "chat_member" && k != "message_reaction" && k != "message_reaction_count")
+			default:
+				want = want || slices.Contains(s.allowed, k)
+			}
+		}
+		if want {
+			kept = append(kept, u)
+		}
+	}
+	s.updates = kept
+}
+
 func (s *Server) sendMessage(w http.ResponseWriter, p params, token string) {
 	s.mu.Lock()
 	if s.failN > 0 && s.failAfter > 0 {
@@ -429,60 +479,27 @@ func (s *Server) sendMessage(w http.ResponseWriter, p params, token string) {
 		writeErrorParams(w, http.StatusBadRequest, "Bad Request: group chat was upgraded to a supergroup chat", map[string]any{"migrate_to_chat_id": newID})
 		return
 	}
-	text := p["text"]
-	if strings.TrimSpace(text) == "" {
-		writeError(w, http.StatusBadRequest, "Bad Request: message text is empty", 0)
+	visible, fail := messageText(p)
+	if fail != "" {
+		writeError(w, http.StatusBadRequest, fail, 0)
 		return
 	}
-	mode := p["parse_mode"]
-	visible := text
-	switch strings.ToLower(mode) {
-	case "":
-	case "html":
-		v, err := parseHTML(text)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "Bad Request: can't parse entities: "+err.Error(), 0)
-			return
-		}
-		visible = v
-	case "markdown", "markdownv2":
-		// Accepted without validation: clawpen sends HTML or plain text only.
-	default:
-		writeError(w, http.StatusBadRequest, "Bad Request: unsupported parse_mode", 0)
-		return
-	}
-	if strings.TrimSpace(visible) == "" {
-		writeError(w, http.StatusBadRequest, "Bad Request: message text is empty", 0)
-		return
-	}
-	if utf16Len(visible) > maxTextLen {
-		writeError(w, http.StatusBadRequest, "Bad Request: message is too long", 0)
+	kb, err := parseKeyboard(p["reply_markup"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
 		return
 	}
 
 	s.mu.Lock()
 	s.msgIDs[chatID]++
 	m := SentMessage{
-		ChatID: chatID, ThreadID: int(thread), MessageID: s.msgIDs[chatID], Text: text, Visible: visible,
-		ParseMode: mode, Token: token, Time: time.Now(),
+		ChatID: chatID, ThreadID: int(thread), MessageID: s.msgIDs[chatID], Text: p["text"], Visible: visible,
+		ParseMode: p["parse_mode"], Keyboard: kb, Token: token, Time: time.Now(),
 	}
 	s.sent = append(s.sent, m)
-	chatType := s.chatTypeLocked(chatID)
-	bot := s.bot
+	msg := s.messageJSONLocked(m)
 	s.notifyLocked()
 	s.mu.Unlock()
-
-	msg := map[string]any{
-		"message_id": m.MessageID,
-		"from":       bot,
-		"chat":       map[string]any{"id": chatID, "type": chatType},
-		"date":       m.Time.Unix(),
-		"text":       visible,
-	}
-	if m.ThreadID != 0 {
-		msg["message_thread_id"] = m.ThreadID
-		msg["is_topic_message"] = true
-	}
 	writeResult(w, msg)
 }
 

@@ -73,6 +73,7 @@ const maxEgressAudited = 64
 type egress struct {
 	s        *Server
 	policy   egressPolicy
+	ask      func(ctx context.Context, host string, port int) (string, error) // egress_ask: nil when off
 	lim      EgressLimits
 	resolver Resolver
 	own      func() ([]netip.Addr, error)
@@ -97,6 +98,9 @@ func newEgress(s *Server, cfg Config) *egress {
 	}
 	if e.own = cfg.HostAddrs; e.own == nil {
 		e.own = interfaceAddrs
+	}
+	if cfg.Profile.EgressAsk {
+		e.ask = cfg.AskEgress
 	}
 	e.budget.Store(lim.MaxBytes)
 	var errs []error
@@ -170,10 +174,8 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), e.lim.DialTimeout)
-	addrs, rule, err := e.policy.decide(ctx, e.resolver, e.own, t)
+	addrs, rule, err := e.decide(r.Context(), t)
 	if err != nil {
-		cancel()
 		var d *denial
 		if errors.As(err, &d) {
 			e.refuse(w, connect, http.StatusForbidden, t.String(), d.reason)
@@ -182,6 +184,7 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), e.lim.DialTimeout)
 	up, err := e.dial(ctx, addrs, t.Port)
 	cancel()
 	if err != nil {

@@ -99,6 +99,11 @@ type Config struct {
 	Egress    EgressLimits
 	Resolver  Resolver
 	HostAddrs func() ([]netip.Addr, error)
+	// AskEgress, when the Profile says egress_ask, is asked about a
+	// destination its egress list does not hold (egress_ask.go): the owner,
+	// or the owner's earlier "allow for the group". It answers who allowed
+	// it, or an error whose text follows "denied: ".
+	AskEgress func(ctx context.Context, host string, port int) (string, error)
 	// Client supplies the Transport for upstream requests (default
 	// http.DefaultTransport); its redirect and timeout settings are not used,
 	// since a proxy must not follow redirects and streams can be long.

@@ -36,10 +36,13 @@ const (
 	// budget), so no agent, main's included, may choose its own or
 	// another's.
 	SetProfile Op = "set_profile"
+	// RevokeEgress takes back a destination the owner allowed a group
+	// ("Allow for <group>"): the owner's alone (/revoke, the CLI).
+	RevokeEgress Op = "revoke_egress"
 )
 
 // Operations lists every operation the table covers.
-var Operations = []Op{SendMessage, SendFile, ScheduleTask, UpdateTask, ListTasks, PauseTask, ResumeTask, CancelTask, RegisterGroup, ListChats, UnregisterGroup, SetProfile}
+var Operations = []Op{SendMessage, SendFile, ScheduleTask, UpdateTask, ListTasks, PauseTask, ResumeTask, CancelTask, RegisterGroup, ListChats, UnregisterGroup, SetProfile, RevokeEgress}
 
 // Target is what the request would touch, resolved by the host.
 type Target struct {
@@ -122,6 +125,8 @@ func Authorize(c domain.Caller, op Op, t Target) Decision {
 		return deny("only the owner may unregister groups")
 	case SetProfile:
 		return deny("only the owner may set a group's sandbox profile")
+	case RevokeEgress:
+		return deny("only the owner may revoke what the owner allowed")
 	default:
 		return deny("unknown operation %q", op)
 	}

@@ -85,6 +85,8 @@ func TestTable(t *testing.T) {
 		{"main sets a profile", mainCaller, SetProfile, Target{Group: "family"}, false},
 		{"main sets its own profile", mainCaller, SetProfile, Target{Group: "main"}, false},
 		{"group sets its own profile", groupCaller, SetProfile, Target{Group: "family"}, false},
+		{"main revokes an allowed destination", mainCaller, RevokeEgress, Target{Group: "family"}, false},
+		{"group revokes its own allowed destination", groupCaller, RevokeEgress, Target{Group: "family"}, false},
 
 		// unknown operations fail closed
 		{"main unknown op", mainCaller, Op("delete_everything"), Target{}, false},

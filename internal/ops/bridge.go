@@ -8,11 +8,13 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/clawpen/clawpen/internal/approval"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/tools"
 )
@@ -102,6 +104,11 @@ func (s *Service) HostTool(ctx context.Context, c domain.Caller, name string, ar
 		if err != nil {
 			return tools.Result{}, bad("%s: %v", name, err)
 		}
+		if tool.NeedsApproval(c) {
+			if err := s.approve(ctx, c, name, tc); err != nil {
+				return tools.Result{}, err
+			}
+		}
 		started := s.cfg.Now()
 		res, err := tool.Run(ctx, tc, s.cfg.ToolEnv)
 		outcome := fmt.Sprintf("exit %d", res.ExitCode)
@@ -120,6 +127,47 @@ func (s *Service) HostTool(ctx context.Context, c domain.Caller, name string, ar
 		s.auditCall(auditCtx, st, fmt.Sprintf("tool %s args sha256:%s %s in %s", name, tc.Digest, outcome, res.Duration.Round(time.Millisecond)))
 		return res, err
 	})
+}
+
+// approve waits for the owner's press on a call of a tool marked for
+// approval: the command as it would run is shown, and nothing runs without
+// "Allow once".
+func (s *Service) approve(ctx context.Context, c domain.Caller, name string, tc tools.Call) error {
+	if s.cfg.Approvals == nil {
+		return denied{reason: fmt.Sprintf("tool %q waits for the owner's approval, and this host cannot ask", name)}
+	}
+	return asDenial(s.cfg.Approvals.Tool(ctx, c.Run, c.Group, name, tc.Argv, tc.Digest))
+}
+
+// asDenial is an approval's refusal as the socket answers it; any other
+// failure to ask refuses too (fail closed), its cause logged by the broker.
+func asDenial(err error) error {
+	var d *approval.Denial
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &d):
+		return denied{reason: d.Reason}
+	}
+	return denied{reason: "the owner could not be asked", detail: "the owner could not be asked: " + err.Error()}
+}
+
+// AskEgress asks the owner (unless the owner allowed it for the group
+// before) whether run c may connect to host:port, which its egress list
+// does not hold: the egress proxy's question under egress_ask. It answers
+// who allowed it, or a refusal whose text follows "denied: " (the proxy
+// writes it and audits it).
+func (s *Service) AskEgress(ctx context.Context, c domain.Caller, host string, port int) (string, error) {
+	if s.cfg.Approvals == nil {
+		return "", errors.New("this host cannot ask the owner")
+	}
+	how, err := s.cfg.Approvals.Egress(ctx, c.Run, c.Group, host, port)
+	var d *approval.Denial
+	if err != nil && !errors.As(err, &d) {
+		s.cfg.Logger.Error("ask the owner about egress", "group", c.Group, "err", err)
+		return "", errors.New("the owner could not be asked")
+	}
+	return how, err
 }
 
 // auditCall writes the row of a bridge call that ran. Unlike other

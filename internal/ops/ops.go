@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/clawpen/clawpen/internal/approval"
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
@@ -72,8 +73,12 @@ type Config struct {
 	// ToolEnv where their processes' listed variables are read.
 	Tools   *tools.Dir
 	ToolEnv tools.Getenv
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Approvals asks the owner about calls that wait for the owner's
+	// press (tools marked for approval, egress under egress_ask); nil
+	// refuses them all.
+	Approvals *approval.Broker
+	Logger    *slog.Logger
+	Now       func() time.Time
 	// Refused, when set, hears of every agent request refused (denied or
 	// unreadable), also those the audit budget counts rather than writes:
 	// the host's metrics.
@@ -211,6 +216,9 @@ func (s *Service) finish(st *runState) {
 // EndRun is told that an agent run's socket closed: the run's aggregate
 // audit rows are written once its last call has been answered.
 func (s *Service) EndRun(run string) {
+	if s.cfg.Approvals != nil {
+		s.cfg.Approvals.EndRun(run)
+	}
 	s.mu.Lock()
 	s.recent[s.next] = run
 	s.next = (s.next + 1) % len(s.recent)

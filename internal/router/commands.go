@@ -29,6 +29,7 @@ var Commands = []struct{ Name, Description string }{
 	{"usage", "[days]: model tokens per group and day (default 7 days)"},
 	{"audit", "[n]: the newest entries of the audit log (default 10)"},
 	{"tools", "host bridge tools: who may call each, last errors"},
+	{"revoke", "<folder> <host>[:port]: ask again about a destination you allowed a group"},
 	{"help", "what I can do"},
 }
 
@@ -70,6 +71,8 @@ func (r *Router) command(ctx context.Context, main domain.Group, in domain.Inbou
 		return answer(r.auditText(ctx, cmd))
 	case "tools":
 		return answer(r.toolsText(ctx))
+	case "revoke":
+		return answer(r.revoke(ctx, cmd))
 	case "tasks":
 		return answer(r.tasksText(ctx, cmd))
 	case "schedule":

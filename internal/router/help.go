@@ -24,6 +24,7 @@ var commandExamples = map[string]string{
 	"usage":      "/usage 30",
 	"audit":      "/audit 20",
 	"tools":      "/tools",
+	"revoke":     "/revoke family example.org",
 	"help":       "/help",
 }
 

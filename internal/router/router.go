@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +77,9 @@ type Config struct {
 	MaxContext int
 	// DefaultPolicy applies to groups without a sender policy of their own.
 	DefaultPolicy domain.SenderPolicy
+	// SenderRate is the calls per member and hour of groups whose sender
+	// policy sets no rate (CLAWPEN_SENDER_RATE); 0: no limit.
+	SenderRate int
 	// Profile resolves a sandbox profile by name (/usage shows budgets);
 	// nil: none shown.
 	Profile func(name string) (domain.Profile, error)
@@ -141,8 +143,6 @@ type Router struct {
 	delivery    *delivery   // the outbox's senders
 	fetches     *fetchQueue // files users sent, to fetch into inboxes
 }
-
-const ownerKey = "owner_id"
 
 // New creates a router. When no owner is configured or paired yet it makes a
 // one-time pairing code; PairingCode returns it for the operator.
@@ -231,18 +231,7 @@ func (r *Router) PairingCode() string {
 
 // Owner is the owner's Telegram user id, 0 when not yet paired.
 func (r *Router) Owner(ctx context.Context) (int64, error) {
-	if r.cfg.OwnerID != 0 {
-		return r.cfg.OwnerID, nil
-	}
-	v, ok, err := r.cfg.Store.State(ctx, ownerKey)
-	if err != nil || !ok {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("stored owner id %q: %w", v, err)
-	}
-	return id, nil
+	return r.cfg.Store.Owner(ctx, r.cfg.OwnerID)
 }
 
 // Handle processes one inbound message. An error means nothing was
@@ -325,6 +314,13 @@ func (r *Router) handle(ctx context.Context, in domain.Inbound, kind *string) er
 		word = triggerWord(r.cfg.AssistantName)
 	}
 	fires := verdict.MayTrigger && triggered(signals{Text: in.Text, MentionsBot: in.MentionsBot, ReplyToBot: in.ReplyToBot}, word, r.cfg.BotUsername)
+	if fires {
+		over, err := r.overRate(ctx, g, in)
+		if err != nil {
+			return err
+		}
+		fires = !over
+	}
 	return r.store(ctx, g, in, fires, kind)
 }
 
@@ -397,7 +393,7 @@ func (r *Router) tryPair(ctx context.Context, in domain.Inbound) error {
 		r.log.Info("ignored private chat before pairing", "chat", in.ChatID, "sender", in.SenderID)
 		return r.audit(ctx, "", "telegram.private", "deny", fmt.Sprintf("private message from user %d before pairing", in.SenderID))
 	}
-	if err := r.cfg.Store.SetState(ctx, ownerKey, strconv.FormatInt(in.SenderID, 10)); err != nil {
+	if err := r.cfg.Store.SetOwner(ctx, in.SenderID); err != nil {
 		return fmt.Errorf("persist owner: %w", err)
 	}
 	r.mu.Lock()

@@ -70,7 +70,7 @@ func (r *Router) status(ctx context.Context) string {
 			due = append(due, t)
 		}
 	}
-	return statusText(r.cfg.AssistantName, groups, host, due, r.cfg.TZ)
+	return statusText(r.cfg.AssistantName, groups, host, due, r.cfg.TZ) + r.ownerLoopStatus(ctx)
 }
 
 // statusText is /status in plain words: groups, sandbox, what runs and

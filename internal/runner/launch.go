@@ -114,8 +114,12 @@ func (r *Runner) launch(base context.Context, v view, cmd []string, stdio *sandb
 	sock := socketPath(r.cfg.DataDir, inv)
 	hcfg := r.cfg.Upstreams
 	if r.cfg.Ops != nil {
+		caller := g.Caller(inv)
 		hcfg.IPC = r.cfg.Ops.Handle
-		hcfg.MCP = r.cfg.Ops.MCP(g.Caller(inv))
+		hcfg.MCP = r.cfg.Ops.MCP(caller)
+		hcfg.AskEgress = func(ctx context.Context, host string, port int) (string, error) {
+			return r.cfg.Ops.AskEgress(ctx, caller, host, port)
+		}
 	}
 	hcfg.Audit = r.cfg.Audit
 	hcfg.Profile = v.prof

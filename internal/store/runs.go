@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/domain"
@@ -164,6 +165,31 @@ func (s *Store) State(ctx context.Context, key string) (string, bool, error) {
 		return "", false, fmt.Errorf("state %q: %w", key, err)
 	}
 	return v, true, nil
+}
+
+// ownerKey is the router state holding the paired owner's user id.
+const ownerKey = "owner_id"
+
+// Owner is the owner's Telegram user id: configured (CLAWPEN_OWNER_ID),
+// else the one paired and stored; 0 when there is none yet.
+func (s *Store) Owner(ctx context.Context, configured int64) (int64, error) {
+	if configured != 0 {
+		return configured, nil
+	}
+	v, ok, err := s.State(ctx, ownerKey)
+	if err != nil || !ok {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("stored owner id %q: %w", v, err)
+	}
+	return id, nil
+}
+
+// SetOwner stores the owner who paired.
+func (s *Store) SetOwner(ctx context.Context, id int64) error {
+	return s.SetState(ctx, ownerKey, strconv.FormatInt(id, 10))
 }
 
 // SetState stores value under key, replacing any previous value.

@@ -15,6 +15,8 @@ func FuzzDecodeUpdate(f *testing.F) {
 	f.Add(`{"update_id":3,"message":{"message_id":4,"chat":{"id":1,"type":"private"},"text":"x","entities":[{"type":"mention","offset":-5,"length":99}]}}`)
 	f.Add(`{"update_id":5,"message":{"message_id":"bad"}}`)
 	f.Add(`{"update_id":6,"message":{"chat":{"id":1},"reply_to_message":{"from":{"id":1000001}},"migrate_to_chat_id":-1009}}`)
+	f.Add(`{"update_id":7,"callback_query":{"id":"q","from":{"id":5,"first_name":"A"},"message":{"message_id":9,"date":1,"chat":{"id":5,"type":"private"}},"chat_instance":"c","data":"ap:x:o"}}`)
+	f.Add(`{"update_id":8,"callback_query":{"id":"q","from":{"id":5},"message":{"message_id":9,"date":0,"chat":{"id":5}},"data":"x"}}`)
 	f.Add(`[]`)
 	c := &Client{log: slog.New(slog.DiscardHandler), username: "andy_test_bot", botID: 1000001}
 	f.Fuzz(func(t *testing.T, raw string) {

@@ -20,11 +20,13 @@ import (
 )
 
 // Update is one Telegram update, reduced to what clawpen uses: a new
-// message, as the router takes it. Edited messages are ignored on purpose:
-// the agent answers what was asked, and an edit would re-trigger it.
+// message, as the router takes it, or a press of one of the bot's inline
+// buttons. Edited messages are ignored on purpose: the agent answers what
+// was asked, and an edit would re-trigger it.
 type Update struct {
 	UpdateID int64
 	Message  *domain.Inbound // nil for anything but a new message (edits, reactions …); still acknowledged
+	Press    *domain.Press   // a callback query
 }
 
 // APIError is an error answer of the Bot API to a call this package makes directly.
@@ -140,7 +142,7 @@ func (c *Client) getUpdates(ctx context.Context, offset int64) ([]json.RawMessag
 	err := c.call(rctx, "getUpdates", map[string]any{
 		"offset":          offset,
 		"timeout":         int(c.pollTimeout / time.Second),
-		"allowed_updates": []string{models.AllowedUpdateMessage},
+		"allowed_updates": []string{models.AllowedUpdateMessage, models.AllowedUpdateCallbackQuery},
 	}, &raws)
 	return raws, err
 }
@@ -247,8 +249,11 @@ func (c *Client) decodeUpdate(raw json.RawMessage) (Update, bool) {
 		return Update{UpdateID: *id.UpdateID}, true
 	}
 	u := Update{UpdateID: mu.ID}
-	if mu.Message != nil {
+	switch {
+	case mu.Message != nil:
 		u.Message = c.incoming(mu.Message)
+	case mu.CallbackQuery != nil:
+		u.Press = press(mu.CallbackQuery)
 	}
 	return u, true
 }

@@ -412,20 +412,57 @@ func TestDecodeIncoming(t *testing.T) {
 
 func TestNonMessageUpdatesAreAcknowledged(t *testing.T) {
 	e := newEnv(t)
-	edited, err := e.srv.PushUpdate([]byte(`{"edited_message":{"message_id":1,"date":1,"chat":{"id":5,"type":"private"},"text":"edit"}}`))
+	// Not asked for (allowed_updates): Telegram keeps it from the bot.
+	_, err := e.srv.PushUpdate([]byte(`{"edited_message":{"message_id":1,"date":1,"chat":{"id":5,"type":"private"},"text":"edit"}}`))
 	require.NoError(t, err)
 	broken, err := e.srv.PushUpdate([]byte(`{"message":{"message_id":"not a number","chat":{"id":5}}}`))
 	require.NoError(t, err)
 	next := e.srv.PushMessage(5, "private", "", alice, "real")
 	p := startPoll(t, e.c, 0, nil)
-	p.waitHandled(t, 3)
+	p.waitHandled(t, 2)
 	p.stop(t)
 	updates, offsets := p.snapshot()
-	require.Equal(t, []int64{edited, broken, next}, ids(updates))
+	require.Equal(t, []int64{broken, next}, ids(updates))
 	assert.Nil(t, updates[0].Message)
-	assert.Nil(t, updates[1].Message)
-	assert.Equal(t, "real", updates[2].Message.Text)
+	assert.Equal(t, "real", updates[1].Message.Text)
 	assert.Equal(t, next+1, offsets[len(offsets)-1])
+}
+
+// Buttons go out as an inline keyboard under HTML; a press comes back
+// through Poll (the bot asks for callback queries) with who pressed what on
+// which message; the answer and the edit reach Telegram.
+func TestButtonsPressAnswerEdit(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	id, err := e.c.SendButtons(ctx, alice.ID, "<b>May I?</b> &lt;x&gt;", []domain.Button{{Text: "Allow once", Data: "ap:1:o"}, {Text: "Deny", Data: "ap:1:d"}})
+	require.NoError(t, err)
+	m, ok := e.srv.Message(alice.ID, id)
+	require.True(t, ok)
+	assert.Equal(t, "May I? <x>", m.Visible)
+	assert.Equal(t, [][]faketg.Button{{{Text: "Allow once", CallbackData: "ap:1:o"}, {Text: "Deny", CallbackData: "ap:1:d"}}}, m.Keyboard)
+
+	qid, err := e.srv.PressButton(bob, alice.ID, id, "Deny")
+	require.NoError(t, err)
+	p := startPoll(t, e.c, 0, nil)
+	p.waitHandled(t, 1)
+	p.stop(t)
+	updates, _ := p.snapshot()
+	require.NotNil(t, updates[0].Press)
+	assert.Nil(t, updates[0].Message)
+	assert.Equal(t, domain.Press{ID: qid, From: bob.ID, ChatID: alice.ID, MessageID: id, Data: "ap:1:d"}, *updates[0].Press)
+
+	require.NoError(t, e.c.AnswerPress(ctx, qid, "Only the owner answers this."))
+	a, err := e.srv.WaitAnswer(ctx, qid)
+	require.NoError(t, err)
+	assert.Equal(t, "Only the owner answers this.", a.Text)
+	require.Error(t, e.c.AnswerPress(ctx, qid, "again"), "Telegram takes one answer")
+
+	require.NoError(t, e.c.EditText(ctx, alice.ID, id, "<b>May I?</b> Denied."))
+	m, _ = e.srv.Message(alice.ID, id)
+	assert.Equal(t, "May I? Denied.", m.Visible)
+	assert.Empty(t, m.Keyboard, "the buttons are gone")
+	var refused *RefusedError
+	require.ErrorAs(t, e.c.EditText(ctx, alice.ID, 999, "x"), &refused, "a message that is not there: a retry cannot help")
 }
 
 func TestSendOneMessageMeasuredAsTelegramDoes(t *testing.T) {

@@ -40,6 +40,25 @@ const (
 	maxArgv          = 256
 )
 
+// Approval settings of a tool.
+const (
+	ApprovalNever  = "never"  // no call waits (the default)
+	ApprovalGroups = "groups" // calls of groups other than main wait for the owner
+	ApprovalAlways = "always" // every agent's call waits, main's too
+)
+
+// NeedsApproval reports whether a call of t by c waits for the owner's
+// press. The owner's own calls (clawpen tools run) never do.
+func (t *Tool) NeedsApproval(c domain.Caller) bool {
+	switch {
+	case c.Owner:
+		return false
+	case t.Approval == ApprovalAlways:
+		return true
+	}
+	return t.Approval == ApprovalGroups && !c.IsMain
+}
+
 // Who may call a tool besides main (Groups.All) or which folders (Groups.Folders).
 type Groups struct {
 	All     bool
@@ -64,7 +83,10 @@ type Tool struct {
 	Timeout     time.Duration
 	MaxOutput   int
 	Env         []string
-	File        string // where it was defined
+	// Approval is who must wait for the owner's press before a call runs
+	// (DESIGN.md, "Approvals"): ApprovalNever, ApprovalGroups, ApprovalAlways.
+	Approval string
+	File     string // where it was defined
 
 	schema   *jsonschema.Schema
 	defaults map[string]any // top-level property defaults
@@ -80,6 +102,7 @@ type frontMatter struct {
 	Timeout     string    `yaml:"timeout"`
 	MaxOutput   *int      `yaml:"max_output"`
 	Env         []string  `yaml:"env"`
+	Approval    string    `yaml:"approval"`
 }
 
 var (
@@ -129,6 +152,13 @@ func Parse(file string, data []byte) (*Tool, error) {
 		if !envRe.MatchString(e) {
 			return nil, fmt.Errorf("env %q is not a variable name", e)
 		}
+	}
+	switch t.Approval = fm.Approval; t.Approval {
+	case "":
+		t.Approval = ApprovalNever
+	case ApprovalNever, ApprovalGroups, ApprovalAlways:
+	default:
+		return nil, fmt.Errorf("approval %q: want never, groups or always", fm.Approval)
 	}
 	if t.Groups, err = parseGroups(fm.Groups); err != nil {
 		return nil, err

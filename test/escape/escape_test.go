@@ -495,6 +495,9 @@ func TestEscape(t *testing.T) {
 			"CLAWPEN_RETRY_BACKOFF": "100ms",
 			"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
 			"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
+			// The approval rows press within it; in one, nobody answers
+			// and the run outlives it (and pwn's 10 s client timeout).
+			"CLAWPEN_APPROVAL_TIMEOUT": "8s",
 			// voice_test.go: a slow transcription ends soon, a group may
 			// have a minute a day transcribed.
 			"CLAWPEN_TRANSCRIBE_TIMEOUT":       "5s",
