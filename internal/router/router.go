@@ -126,6 +126,7 @@ type Router struct {
 
 	deliverWake chan struct{}
 	fetches     *fetchQueue // files users sent, to fetch into inboxes
+	limits      limitCount  // runs that reached a sandbox limit, for /status
 }
 
 const ownerKey = "owner_id"
@@ -515,6 +516,7 @@ func (r *Router) pending(ctx context.Context, folder string) error {
 		}
 	}
 	_, err = run.Wait()
+	r.limits.note(folder, err)
 	switch {
 	case recordErr != nil:
 		return recordErr
