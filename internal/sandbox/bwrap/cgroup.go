@@ -478,13 +478,18 @@ func (m *CgroupManager) removeDir(dir string) error {
 
 // killProcs SIGKILLs every process listed in dir/cgroup.procs. A pid is
 // signalled through a pidfd opened while the pid is still listed, so a pid
-// reused by a process outside the cgroup is never hit.
+// reused by a process outside the cgroup is never hit. The host itself is
+// never: it is listed only when one of its threads failed to leave after
+// starting a sandbox (Cgroup.Start).
 func killProcs(dir string) error {
 	pids, err := readPids(dir)
 	if err != nil {
 		return err
 	}
 	for _, pid := range pids {
+		if pid == os.Getpid() {
+			continue
+		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			continue // gone
