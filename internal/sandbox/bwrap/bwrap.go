@@ -481,9 +481,12 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	ns := watchInit(p.gate.info, cmd.Process.Pid)
 	var setupErr error
 	switch {
-	case ns == nil || runCtx.Err() != nil:
-		// bwrap failed, or the init is gone, or the run was cancelled: an
-		// init that is still there would wait for ever (see gate).
+	case ns == nil:
+		// bwrap failed before it made the sandbox, or the init is gone. An
+		// init still there would wait for ever (see gate).
+		setupErr = errors.New("bwrap made no sandbox")
+		_ = killGroup(cmd)
+	case runCtx.Err() != nil:
 		_ = killGroup(cmd)
 	default:
 		if err := b.release(ns, p.gate.block); err != nil {
