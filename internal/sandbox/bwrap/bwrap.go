@@ -267,12 +267,8 @@ func (b *Backend) Check(ctx context.Context) error {
 	filter.Close()
 	g.started()
 	if err == nil {
-		if ns := watchInit(g.info, cmd.Process.Pid); ns == nil {
-			_ = killGroup(cmd) // an init still there would wait for ever
-		} else {
-			if err = b.release(ns, g.block); err != nil {
-				_ = killGroup(cmd)
-			}
+		var ns *nsProcess
+		if ns, err = b.release(cmd, g); ns != nil {
 			ns.close()
 		}
 		if werr := cmd.Wait(); err == nil {
@@ -478,43 +474,37 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	// bwrap reports the namespace init right after cloning it (or exits,
 	// closing the pipe, when it fails before).
-	ns := watchInit(p.gate.info, cmd.Process.Pid)
-	var setupErr error
+	var (
+		ns       *nsProcess
+		setupErr error
+	)
+	if runCtx.Err() != nil {
+		_ = killGroup(cmd)
+	} else {
+		ns, setupErr = b.release(cmd, p.gate)
+	}
 	switch {
-	case ns == nil:
-		// bwrap failed before it made the sandbox, or the init is gone. An
-		// init still there would wait for ever (see gate).
-		setupErr = errors.New("bwrap made no sandbox")
-		_ = killGroup(cmd)
-	case runCtx.Err() != nil:
-		_ = killGroup(cmd)
+	case ns == nil || setupErr != nil:
+	case spec.Stdio != nil:
+		// Not waited for: the owner's input may never end; the copy stops
+		// at its first write after the sandbox is gone.
+		clock.Reset(lim.Timeout)
+		go func() {
+			_, _ = io.Copy(io_.stdin, spec.Stdio.In)
+			io_.closeStdin()
+		}()
 	default:
-		if err := b.release(ns, p.gate.block); err != nil {
-			setupErr = err
-			_ = killGroup(cmd)
-		} else {
-			if spec.Stdio != nil {
-				// Not waited for: the owner's input may never end; the
-				// copy stops at its first write after the sandbox is gone.
-				clock.Reset(lim.Timeout)
-				go func() {
-					_, _ = io.Copy(io_.stdin, spec.Stdio.In)
-					io_.closeStdin()
-				}()
-			} else {
-				go func() {
-					defer io_.closeStdin()
-					job, err := spec.WaitJob(runCtx)
-					if err != nil {
-						unused.Store(true)
-						cancel(err)
-						return
-					}
-					clock.Reset(lim.Timeout)
-					_, _ = io_.stdin.Write(job)
-				}()
+		go func() {
+			defer io_.closeStdin()
+			job, err := spec.WaitJob(runCtx)
+			if err != nil {
+				unused.Store(true)
+				cancel(err)
+				return
 			}
-		}
+			clock.Reset(lim.Timeout)
+			_, _ = io_.stdin.Write(job)
+		}()
 	}
 	wg.Wait()
 	// Truncated is set by the same Write that started OnLimit, and that Write

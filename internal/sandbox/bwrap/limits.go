@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -31,16 +32,29 @@ func (b *Backend) rlimits() []rlimit {
 	}
 }
 
-// release sets the rlimits of bwrap's namespace init, and then lets it go
-// on. The init has built the view and waits on --block-fd before it forks
-// the command, so every sandboxed process inherits them; setting them from
-// here with prlimit(2) saves exec'ing prlimit(1) before bwrap (about 1.5 ms
-// a run). Rlimits are only ever lowered, to at most the init's current hard
-// limit, so no capability is needed (see asRunAsUser). The init is in the
-// sandbox's cgroup since its birth (Cgroup.Start).
+// release finds bwrap's namespace init, sets its rlimits, and then lets it
+// go on. The init has built the view and waits on --block-fd before it
+// forks the command, so every sandboxed process inherits them; setting them
+// from here with prlimit(2) saves exec'ing prlimit(1) before bwrap (about
+// 1.5 ms a run). Rlimits are only ever lowered, to at most the init's
+// current hard limit, so no capability is needed (see asRunAsUser). The
+// init is in the sandbox's cgroup since its birth (Cgroup.Start).
 //
-// On error the caller must kill the sandbox: its init waits for ever.
-func (b *Backend) release(ns *nsProcess, block *os.File) error {
+// When it cannot, it kills the sandbox, whose init would wait for ever (see
+// gate), and says why. The init is returned when found, released or not.
+func (b *Backend) release(cmd *exec.Cmd, g *gate) (*nsProcess, error) {
+	ns := watchInit(g.info, cmd.Process.Pid)
+	err := errors.New("bwrap made no sandbox")
+	if ns != nil {
+		err = b.free(ns, g.block)
+	}
+	if err != nil {
+		_ = killGroup(cmd)
+	}
+	return ns, err
+}
+
+func (b *Backend) free(ns *nsProcess, block *os.File) error {
 	if b.beforeRelease != nil {
 		if err := b.beforeRelease(); err != nil {
 			return err

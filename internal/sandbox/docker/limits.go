@@ -10,11 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
-	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
@@ -60,18 +58,17 @@ func (b *Backend) watchPidsOf(ctx context.Context, id string, log *slog.Logger) 
 // pidsWatch notes whether the kernel refused a container's process a fork
 // at its process limit. The engine does not say, and the container's cgroup
 // is removed as soon as the container exits, so the host reads the
-// cgroup's pids.events ("max N") while the container runs: when the kernel
-// wakes a poll on the file (v2, on each change) and every pidsPoll (v1
-// wakes nobody, seen on Linux 6.18). A container that refuses a fork and
-// exits within pidsPoll may go unnoticed.
+// cgroup's pids.events ("max N") while the container runs, every pidsPoll
+// (on cgroup v1 the kernel wakes no poll on that file; seen on Linux
+// 6.18), and once more when stopped. A container that refuses a fork and
+// is gone within pidsPoll may go unnoticed.
 type pidsWatch struct {
-	// The watch stops at the first refused fork: one is all it reports.
-	hit  atomic.Bool
-	wake *os.File      // closed to stop the watch
-	done chan struct{} // closed when the watch has stopped
+	stopc chan struct{}
+	done  chan struct{} // closed when the watch has ended; hit is set
+	hit   bool
 }
 
-// pidsPoll is how often a watch reads pids.events without being woken.
+// pidsPoll is how often a watch reads pids.events.
 const pidsPoll = 100 * time.Millisecond
 
 // watchPids starts watching the cgroup of container id, whose first
@@ -82,44 +79,35 @@ func watchPids(pid int, id string, log *slog.Logger) *pidsWatch {
 		log.Debug("the sandbox's process limit is not watched", "err", err)
 		return nil
 	}
-	fd, err := unix.Open(events, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		log.Debug("the sandbox's process limit is not watched", "err", err)
-		return nil
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		_ = unix.Close(fd)
-		return nil
-	}
-	pw := &pidsWatch{wake: w, done: make(chan struct{})}
+	w := &pidsWatch{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		defer close(pw.done)
-		defer unix.Close(fd)
-		defer r.Close()
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}, {Fd: int32(r.Fd()), Events: unix.POLLIN}}
-		for stopped := false; ; stopped = fds[1].Revents != 0 {
-			// Each read also re-arms the poll; a last one follows stop.
-			if n, err := readMax(fd); err != nil || n > 0 {
-				pw.hit.Store(err == nil)
+		defer close(w.done)
+		tick := time.NewTicker(pidsPoll)
+		defer tick.Stop()
+		for stopped := false; ; {
+			// The watch ends at the first refused fork, or with the cgroup.
+			if n, err := readMax(events); err != nil || n > 0 {
+				w.hit = err == nil
 				return
 			}
 			if stopped {
 				return
 			}
-			if _, err := unix.Poll(fds, int(pidsPoll.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
-				return
+			select {
+			case <-tick.C:
+			case <-w.stopc:
+				stopped = true
 			}
 		}
 	}()
-	return pw
+	return w
 }
 
 // stop ends the watch and reports whether the limit was reached.
 func (w *pidsWatch) stop() bool {
-	_ = w.wake.Close()
+	close(w.stopc)
 	<-w.done
-	return w.hit.Load()
+	return w.hit
 }
 
 // pidsEventsFile is the pids.events file of the cgroup of container id,
@@ -149,14 +137,13 @@ func pidsEventsFile(pid int, id string) (string, error) {
 	return "", fmt.Errorf("no pids cgroup of container %.12s for pid %d", id, pid)
 }
 
-// readMax reads the "max" count of the pids.events file open at fd.
-func readMax(fd int) (int64, error) {
-	buf := make([]byte, 256)
-	n, err := unix.Pread(fd, buf, 0)
+// readMax reads the "max" count of a pids.events file.
+func readMax(events string) (int64, error) {
+	b, err := os.ReadFile(events)
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range bytes.Split(buf[:n], []byte{'\n'}) {
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
 		if v, ok := bytes.CutPrefix(line, []byte("max ")); ok {
 			return strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 		}
