@@ -408,3 +408,34 @@ func TestStartInCgroup(t *testing.T) {
 	}
 	require.NoError(t, cg.Remove())
 }
+
+// On cgroup v2 the kernel places the child at its birth (clone3 with
+// CLONE_INTO_CGROUP). This host's cgroups are v1, but its unified hierarchy,
+// without controllers, takes a process all the same: the child names the
+// cgroup as its own from its first instruction.
+func TestStartInCgroupV2(t *testing.T) {
+	const unified = "/sys/fs/cgroup/unified"
+	if os.Geteuid() != 0 {
+		t.Skip("making cgroups needs root")
+	}
+	root := unified
+	if exists("/sys/fs/cgroup/cgroup.controllers") {
+		root = "/sys/fs/cgroup"
+	} else if !exists(filepath.Join(unified, "cgroup.procs")) {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	own, err := readOwn("/proc/self/cgroup")
+	require.NoError(t, err)
+	base := filepath.Join(root, own[""], "clawpen-test-"+randomHex(4))
+	dir := filepath.Join(base, "sb-test")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() { _ = os.Remove(dir); _ = os.Remove(base) })
+	cg := &Cgroup{m: &CgroupManager{mode: CgroupV2, bases: []string{base}}, name: "sb-test", dirs: []string{dir}}
+
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, cg.Start(cmd, (*exec.Cmd).Start))
+	require.NoError(t, cmd.Wait())
+	assert.Contains(t, out.String(), "0::"+strings.TrimPrefix(dir, root)+"\n")
+}
