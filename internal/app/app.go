@@ -386,24 +386,15 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		// Every run releases its pins; drop the host's pin directory too.
 		defer func() { _ = sandbox.CleanPins(PinDir(cfg)); _ = os.Remove(PinDir(cfg)) }()
 	}
-	switch b := backend.(type) {
-	case *docker.Backend:
-		// Containers do not die with the host; remove what a crash left.
+	// Containers do not die with the host; remove what a crash left. (A
+	// bwrap sandbox dies with its host: bwrap is its PID namespace's init.)
+	if b, ok := backend.(*docker.Backend); ok {
 		n, err := b.RemoveOrphans(ctx)
 		if err != nil {
 			return fmt.Errorf("remove orphaned sandbox containers: %w", err)
 		}
 		if n > 0 {
 			log.Info("removed orphaned sandbox containers", "count", n)
-		}
-	case *bwrap.Backend:
-		// A sandbox caught by a crash before its limits were set outlives it.
-		n, err := b.KillOrphans()
-		if err != nil {
-			return fmt.Errorf("kill orphaned sandboxes: %w", err)
-		}
-		if n > 0 {
-			log.Info("killed orphaned sandboxes", "count", n)
 		}
 	}
 	host := router.HostStatus{Backend: backend.Name(), User: "the host's own user", DiskQuota: cfg.DiskMB << 20, Model: cfg.Model}

@@ -29,7 +29,7 @@ var messageKinds = []string{"main", "group", "triggered", "command", "ignored"}
 var sendResults = []string{"sent", "throttled", "failed", "dropped"}
 
 // Run outcomes (clawpen_agent_runs_total's outcome).
-var runOutcomes = []string{"ok", "failed", "timeout", "output_limit", "error"}
+var runOutcomes = []string{"ok", "failed", "timeout", "output_limit", "oom", "pids_limit", "disk_limit", "error"}
 
 // unknownLabel is the label of an operation the host does not know: an agent
 // may ask for any name, and a label must not take unbounded input.
@@ -100,7 +100,9 @@ func newHostMetrics(o metricOptions) *hostMetrics {
 		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clawpen_agent_runs_total",
-			Help: "Sandboxed agent invocations that ended, by backend and outcome (ok, failed: non-zero exit, timeout, output_limit, error: the sandbox could not run).",
+			Help: "Sandboxed agent invocations that ended, by backend and outcome (ok, failed: non-zero exit, timeout, output_limit, " +
+				"oom: the kernel killed a process at the memory limit, pids_limit: a fork was refused at the process limit, " +
+				"disk_limit: stopped at the disk quota, error: the sandbox could not run).",
 		}, []string{"backend", "outcome"}),
 		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clawpen_agent_run_duration_seconds",

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -64,6 +65,13 @@ func (s measured) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	st.end(func(jobAt time.Time) {
 		outcome := "ok"
 		switch {
+		case res.Limit == sandbox.MemoryLimit:
+			outcome = "oom"
+		case res.Limit == sandbox.ProcessLimit:
+			outcome = "pids_limit"
+		case errors.Is(context.Cause(ctx), runner.ErrDiskQuota):
+			// The host's watcher stopped the sandbox (its context's cause).
+			outcome = "disk_limit"
 		case err != nil:
 			outcome = "error"
 		case res.TimedOut:

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -74,4 +77,52 @@ func histogramCount(t *testing.T, m *hostMetrics, name string) uint64 {
 		}
 	}
 	return 0
+}
+
+// ended is a backend whose run ends as res and err say.
+type ended struct {
+	res sandbox.Result
+	err error
+}
+
+func (ended) Name() string { return "bwrap" }
+func (e ended) Run(context.Context, sandbox.Spec) (sandbox.Result, error) {
+	return e.res, e.err
+}
+
+// A run is counted by how it ended, the limit it reached first: as the
+// backend saw the kernel enforce it, or as the host's disk watcher stopped
+// it (the cause of the run's context).
+func TestRunOutcomes(t *testing.T) {
+	quota := fmt.Errorf("%w: over the quota of 1 MB", runner.ErrDiskQuota)
+	for _, tc := range []struct {
+		name, want string
+		res        sandbox.Result
+		err, cause error
+	}{
+		{"ok", "ok", sandbox.Result{}, nil, nil},
+		{"memory", "oom", sandbox.Result{ExitCode: 137, Limit: sandbox.MemoryLimit}, nil, nil},
+		{"processes", "pids_limit", sandbox.Result{ExitCode: 2, TimedOut: true, Limit: sandbox.ProcessLimit}, nil, nil},
+		{"disk", "disk_limit", sandbox.Result{TimedOut: true}, context.Canceled, quota},
+		{"cancelled", "error", sandbox.Result{TimedOut: true}, context.Canceled, errors.New("shutting down")},
+		{"timeout", "timeout", sandbox.Result{TimedOut: true}, nil, nil},
+		{"exit", "failed", sandbox.Result{ExitCode: 1}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newHostMetrics(metricOptions{Backends: []string{"bwrap"}})
+			ctx, cancel := context.WithCancelCause(context.Background())
+			if tc.cause != nil {
+				cancel(tc.cause)
+			}
+			defer cancel(nil)
+			_, _ = m.Sandbox(ended{tc.res, tc.err}).Run(ctx, sandbox.Spec{})
+			for _, o := range runOutcomes {
+				want := 0.0
+				if o == tc.want {
+					want = 1
+				}
+				assert.Equal(t, want, testutil.ToFloat64(m.runs.WithLabelValues("bwrap", o)), o)
+			}
+		})
+	}
 }

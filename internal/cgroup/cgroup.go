@@ -59,6 +59,9 @@ func Kill(dir string) error {
 		return err
 	}
 	for _, pid := range pids {
+		if pid == os.Getpid() {
+			continue // a thread of the host that failed to leave (bwrap's Cgroup.Start)
+		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			continue // gone

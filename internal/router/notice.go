@@ -8,6 +8,7 @@ import (
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/runner"
+	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/scheduler"
 )
 
@@ -31,7 +32,10 @@ var errGroupGone = errors.New("its group is not registered")
 // failure names why a run failed, in the host's words.
 func failure(err error) string {
 	var exit *runner.ExitError
+	var limit *runner.LimitError
 	switch {
+	case errors.As(err, &limit):
+		return limitWords(limit)
 	case errors.Is(err, runner.ErrNoSandbox):
 		return "the host has no working sandbox, so nothing ran"
 	case errors.Is(err, runner.ErrDiskQuota):
@@ -52,6 +56,19 @@ func failure(err error) string {
 		return errGroupGone.Error()
 	default:
 		return "the host could not run it"
+	}
+}
+
+// limitWords names the limit a run reached, with its size: the host's own
+// setting, never the sandbox's words.
+func limitWords(l *runner.LimitError) string {
+	switch l.Limit {
+	case sandbox.MemoryLimit:
+		return "it was stopped at its memory limit of " + size(l.Max)
+	case sandbox.ProcessLimit:
+		return fmt.Sprintf("it reached its process limit of %d processes", l.Max)
+	default:
+		return "it was stopped at its disk quota of " + size(l.Max)
 	}
 }
 
@@ -80,7 +97,10 @@ func hostDetail(err error) string {
 // groupRunNotice answers a non-main group's members: the fact only, host
 // details stay with the owner.
 func groupRunNotice(err error) string {
+	var limit *runner.LimitError
 	switch {
+	case errors.As(err, &limit):
+		return "Sorry, I could not answer: " + limitWords(limit) + ". The owner has been told."
 	case errors.Is(err, runner.ErrNoSandbox):
 		return "Sorry, I cannot run right now: the host has no working sandbox, and I never run without one. The owner has been told."
 	case errors.Is(err, runner.ErrDiskQuota):

@@ -12,6 +12,7 @@ import (
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/runner"
+	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
 // phish is what an agent (or anything writing its stdout/stderr) would like
@@ -35,6 +36,10 @@ func TestNoticesAreTheHostsWords(t *testing.T) {
 		{"group gone", fmt.Errorf("task 3: %w", errGroupGone), "its group is not registered"},
 		{"no sandbox", fmt.Errorf("run sandbox for %q: %w: %w", "team", runner.ErrNoSandbox, errors.New("bwrap: not found")), "no working sandbox"},
 		{"disk quota", fmt.Errorf("run for %q: %w: the group's folder and session use 70.0 MB in 9 entries, over the quota of 64 MB", "team", runner.ErrDiskQuota), "over its disk quota"},
+		{"memory limit", fmt.Errorf("agent for %q: %w", "team", &runner.LimitError{Limit: sandbox.MemoryLimit, Max: 64 << 20}), "stopped at its memory limit of 64 MiB"},
+		{"process limit", fmt.Errorf("agent for %q: %w", "team", &runner.LimitError{Limit: sandbox.ProcessLimit, Max: 48}), "reached its process limit of 48 processes"},
+		{"disk quota reached while running", fmt.Errorf("run sandbox for %q: %w", "team", &runner.LimitError{Limit: sandbox.DiskLimit, Max: 16 << 20,
+			Err: fmt.Errorf("%w: the group's folder and session reached 40.0 MB in 3 entries, over the quota of 16 MB", runner.ErrDiskQuota)}), "stopped at its disk quota of 16 MiB"},
 	}
 	task := domain.Task{ID: 7, Group: "team"}
 	for _, tc := range tests {
@@ -60,6 +65,23 @@ func TestNoticesAreTheHostsWords(t *testing.T) {
 	quota := fmt.Errorf("run for %q: %w: the group's folder and session use 70.0 MB in 9 entries, over the quota of 64 MB", "team", runner.ErrDiskQuota)
 	assert.Contains(t, ownerRunNotice("team", quota), "quota of 64 MB")
 	assert.Contains(t, groupRunNotice(quota), "disk quota")
+	// A limit the run reached is named to its members too: the host's own
+	// setting, as the owner learns it.
+	mem := fmt.Errorf("agent for %q: %w", "team", &runner.LimitError{Limit: sandbox.MemoryLimit, Max: 512 << 20})
+	assert.Equal(t, "Sorry, I could not answer: it was stopped at its memory limit of 512 MiB. The owner has been told.", groupRunNotice(mem))
+	assert.Equal(t, "Sorry, I could not answer: it was stopped at its memory limit of 512 MiB. The details are in the host's log.", mainRunNotice(mem))
+}
+
+// /status counts the runs that reached a limit, whatever else failed.
+func TestLimitCount(t *testing.T) {
+	var c limitCount
+	assert.Empty(t, c.words())
+	c.note("family", fmt.Errorf("agent: %w", &runner.LimitError{Limit: sandbox.MemoryLimit, Max: 1}))
+	c.note("work", fmt.Errorf("agent: %w", runner.ErrTimedOut))
+	c.note("main", nil)
+	c.note("work", &runner.LimitError{Limit: sandbox.MemoryLimit, Max: 1})
+	c.note("main", &runner.LimitError{Limit: sandbox.DiskLimit, Max: 1, Err: runner.ErrDiskQuota})
+	assert.Equal(t, "2 at memory (last: work) and 1 at disk (last: main)", c.words())
 }
 
 // A task's schedule value and prompt are shown as inert code.

@@ -142,6 +142,7 @@ type Router struct {
 	deliverWake chan struct{}
 	delivery    *delivery   // the outbox's senders
 	fetches     *fetchQueue // files users sent, to fetch into inboxes
+	limits      limitCount  // runs that reached a sandbox limit, for /status
 }
 
 // New creates a router. When no owner is configured or paired yet it makes a
@@ -533,6 +534,7 @@ func (r *Router) pending(ctx context.Context, folder string) error {
 		}
 	}
 	_, err = run.Wait()
+	r.limits.note(folder, err)
 	switch {
 	case recordErr != nil:
 		return recordErr

@@ -2,13 +2,17 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/runner"
+	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
 // HostStatus is what the host knows of itself for /status: the sandbox
@@ -25,6 +29,7 @@ type HostStatus struct {
 	Waiting    map[string]int // per group, runs waiting their turn
 	Warm       []string       // groups whose sandbox waits ready for its job
 	MaxWarm    int            // how many may wait; 0: warm sandboxes are off
+	Reached    string         // runs that reached a sandbox limit since the start, in words; "": none
 	Mounts     string         // the mount allowlist, in a sentence
 	Profiles   string         // the profiles file and the groups it stops, in sentences
 	Model      string         // the host's model (CLAWPEN_MODEL), for groups whose profile names none
@@ -48,6 +53,7 @@ func (r *Router) status(ctx context.Context) string {
 	qs := r.q.stats()
 	host.Running, host.Waiting, host.MaxRunning = qs.Running, qs.Waiting, r.q.cfg.MaxConcurrent
 	host.Warm, host.MaxWarm = r.cfg.Agents.Warm()
+	host.Reached = r.limits.words()
 	if r.cfg.Mounts != nil {
 		host.Mounts = r.cfg.Mounts.Status()
 	}
@@ -143,6 +149,9 @@ func statusText(name string, groups []domain.Group, h HostStatus, due []domain.T
 	default:
 		fmt.Fprintf(&b, "Warm sandboxes: %s (%d of up to %d).\n", joinAnd(h.Warm), len(h.Warm), h.MaxWarm)
 	}
+	if h.Reached != "" {
+		fmt.Fprintf(&b, "Runs that reached a sandbox limit since the start: %s.\n", h.Reached)
+	}
 
 	if h.Mounts != "" {
 		b.WriteString(h.Mounts + "\n")
@@ -175,6 +184,43 @@ func statusText(name string, groups []domain.Group, h HostStatus, due []domain.T
 		b.WriteString(taskLine(t, tz) + "\n")
 	}
 	return b.String()
+}
+
+// limitCount counts the runs that reached a sandbox limit since the host
+// started, by limit, with the group of the last one.
+type limitCount struct {
+	mu   sync.Mutex // guards the maps
+	n    map[sandbox.Limit]int
+	last map[sandbox.Limit]string
+}
+
+// note counts the limit err names, if any.
+func (c *limitCount) note(folder string, err error) {
+	var l *runner.LimitError
+	if !errors.As(err, &l) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n, c.last = map[sandbox.Limit]int{}, map[sandbox.Limit]string{}
+	}
+	c.n[l.Limit]++
+	c.last[l.Limit] = folder
+}
+
+// words is the count as /status says it: "2 at memory (last: family), 1
+// at disk (last: main)"; "" when none.
+func (c *limitCount) words() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, l := range []sandbox.Limit{sandbox.MemoryLimit, sandbox.ProcessLimit, sandbox.DiskLimit} {
+		if n := c.n[l]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d at %s (last: %s)", n, l, c.last[l]))
+		}
+	}
+	return joinAnd(parts)
 }
 
 // count is n with the noun in its number: "1 group", "2 groups".

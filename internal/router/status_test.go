@@ -41,6 +41,7 @@ func TestStatusText(t *testing.T) {
 				h := bwrap
 				h.Running, h.Waiting = []string{"main", "family"}, map[string]int{"work": 1, "family": 2, "main": 0}
 				h.Warm = []string{"work"}
+				h.Reached = "2 at memory (last: work)"
 				return h
 			}(), []domain.Task{task(2, next.Add(time.Hour)), task(1, next)},
 			"Andy serves 3 registered groups: family, main and work.\n" +
@@ -48,6 +49,7 @@ func TestStatusText(t *testing.T) {
 				"Running: family and main (2 of up to 3 at once).\n" +
 				"Waiting: family (2 runs) and work (1 run).\n" +
 				"Warm sandboxes: work (1 of up to 3).\n" +
+				"Runs that reached a sandbox limit since the start: 2 at memory (last: work).\n" +
 				"Mount allowlist: none at /root/.config/clawpen/mount-allowlist.json (no extra mounts).\n" +
 				"Tasks: 2 active. Next due:\n" +
 				"#1 family every ` 1h `, next 2026-11-24 09:00 UTC — ` water the plants `\n" +

@@ -31,6 +31,7 @@ func (r *Router) runTask(ctx context.Context, t domain.Task) error {
 		stopTyping := r.typing(ctx, g.ChatID, 0)
 		ans, err = r.cfg.Agents.Start(ctx, runner.Request{Group: g, Prompt: taskPrompt(t, r.cfg.TZ), ContextMode: t.ContextMode, TaskID: t.ID}).Wait()
 		stopTyping()
+		r.limits.note(t.Group, err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err() // shutting down: not a failure of the task

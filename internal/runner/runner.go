@@ -41,6 +41,43 @@ var (
 	ErrAgent       = errors.New("agent error") // an error event, malformed output, no result
 )
 
+// LimitError is a run that reached one of its sandbox's limits, as the host
+// saw it: the kernel killed a process at the memory limit or refused one
+// past the process limit (the backend read it from the cgroup or the
+// engine), or the host's watcher stopped the sandbox at the disk quota. It
+// is why the run ended, whatever the sandbox wrote; its fields are the
+// host's own, fit for a chat.
+type LimitError struct {
+	Limit sandbox.Limit
+	Max   int64 // the limit: bytes (memory, disk) or processes
+	Err   error // the disk watcher's finding, which wraps ErrDiskQuota; nil for the others
+}
+
+func (e *LimitError) Error() string {
+	msg := fmt.Sprintf("the sandbox reached its %s limit (%d)", e.Limit, e.Max)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// limitReached is the limit a run reached, if any: the disk quota its
+// watcher stopped it at (cause, the sandbox context's), else the cgroup
+// limit its backend saw enforced.
+func limitReached(res sandbox.Result, cause error, lim sandbox.Limits) *LimitError {
+	switch {
+	case errors.Is(cause, ErrDiskQuota):
+		return &LimitError{Limit: sandbox.DiskLimit, Max: lim.DiskBytes, Err: cause}
+	case res.Limit == sandbox.MemoryLimit:
+		return &LimitError{Limit: res.Limit, Max: lim.MemoryBytes}
+	case res.Limit == sandbox.ProcessLimit:
+		return &LimitError{Limit: res.Limit, Max: int64(lim.Pids)}
+	}
+	return nil
+}
+
 // ExitError is an agent that exited with a non-zero code.
 type ExitError struct{ Code int }
 
@@ -286,18 +323,30 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 	stopWatch()
 	r.stripAfterRun(ctx, sr.spec, log)
 	log.Debug("disk use", "peak", <-peak)
-	if cause := context.Cause(sr.ctx); errors.Is(cause, ErrDiskQuota) {
-		err = cause
+	// A limit is why a run that ended by itself (or at the disk quota)
+	// ended; a run that could not start, or was cancelled, ended for that.
+	limit := limitReached(res, context.Cause(sr.ctx), limits)
+	switch {
+	case limit != nil && limit.Limit == sandbox.DiskLimit:
+		err = limit
+	case err != nil:
+		limit = nil
+	}
+	if limit != nil {
+		log.Warn("the sandbox reached a limit", "limit", limit.Limit, "max", limit.Max)
 	}
 	if req.Command != nil {
-		return execAnswer(folder, limits, res, err)
+		return execAnswer(folder, limits, res, err, limit)
 	}
 	if text, ok := sr.early.answer(); ok {
-		if err != nil || res.ExitCode != 0 || res.TimedOut || res.OutputTruncated {
+		if err != nil || res.ExitCode != 0 || res.TimedOut || res.OutputTruncated || limit != nil {
 			log.Warn("sandbox ended badly after its answer was given", "err", err, "exit", res.ExitCode,
 				"timed_out", res.TimedOut, "truncated", res.OutputTruncated, "stderr", lastLine(res.Stderr))
 		}
 		return Answer{Text: text, Duration: res.Duration}, nil
+	}
+	if limit != nil && err == nil {
+		return Answer{}, fmt.Errorf("agent for %q: %w", folder, limit)
 	}
 	if b, ok := sr.srv.BudgetRefused(); ok {
 		// The agent's call was refused and its run ended without an
@@ -367,11 +416,13 @@ func (r *Runner) job(req Request, inv string, prof domain.Profile, archived bool
 }
 
 // execAnswer is what Exec tells of a command's sandbox run.
-func execAnswer(folder string, lim sandbox.Limits, res sandbox.Result, err error) (Answer, error) {
+func execAnswer(folder string, lim sandbox.Limits, res sandbox.Result, err error, limit *LimitError) (Answer, error) {
 	a := Answer{Duration: res.Duration, ExitCode: res.ExitCode}
 	switch {
 	case err != nil:
 		return a, fmt.Errorf("run sandbox for %q: %w", folder, err)
+	case limit != nil:
+		return a, fmt.Errorf("command in %q: %w", folder, limit)
 	case res.TimedOut:
 		return a, fmt.Errorf("command in %q: %w (%s)", folder, ErrTimedOut, lim.Timeout)
 	case res.OutputTruncated:

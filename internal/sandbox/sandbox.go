@@ -153,9 +153,26 @@ type Result struct {
 	ExitCode        int
 	TimedOut        bool
 	OutputTruncated bool
-	Stderr          string // tail, for the log
-	Duration        time.Duration
+	// Limit is the cgroup limit the kernel enforced on the sandbox, as the
+	// host read it from the kernel's counters or the engine's state, never
+	// from what the sandbox wrote: MemoryLimit when the OOM killer killed
+	// one of its processes, ProcessLimit when a fork was refused; "" when
+	// neither happened.
+	Limit    Limit
+	Stderr   string // tail, for the log
+	Duration time.Duration
 }
+
+// Limit names a limit a sandbox reached.
+type Limit string
+
+// The limits a run is said to have reached: memory and processes are the
+// cgroup's (Result.Limit); the disk quota is the host's own watcher's.
+const (
+	MemoryLimit  Limit = "memory"
+	ProcessLimit Limit = "processes"
+	DiskLimit    Limit = "disk"
+)
 
 // MaskDir reports whether the mask at hostPath (a resolved path from
 // Mount.Masks) is a directory, hidden by an empty tmpfs, rather than a file,

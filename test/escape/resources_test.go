@@ -3,8 +3,8 @@ package escape
 import (
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,32 +76,62 @@ func cgroupGone(t *testing.T, e *env, out string) []string {
 		}
 		return []string{inconclusive + "the sandbox reported no memory cgroup"}
 	}
-	var dir string
+	var dirs []string
 	switch harness.Backend() {
 	case "docker":
 		// The engine's own cgroup namespace: the path is the host's.
-		dir = hostCgroupDir(inside.ctrl, inside.path)
+		dirs = []string{hostCgroupDir(inside.ctrl, inside.path)}
 	default:
-		// bwrap's cgroup namespace is rooted at the host's own cgroup.
+		// bwrap starts in the sandbox's cgroup, which is the root of the
+		// sandbox's cgroup namespace: it sees "/", nothing of the host's
+		// tree. The host's log names the cgroup of each sandbox that took a
+		// job of this group.
+		if inside.path != "/" {
+			return []string{"the sandbox sees a cgroup tree that is not its own: " + inside.path}
+		}
 		own, ok := procCgroup(fmt.Sprintf("/proc/%d/cgroup", e.hostPID), inside.ctrl)
 		if !ok {
 			return []string{inconclusive + "cannot read the host's cgroup"}
 		}
-		if inside.path == "/" {
-			return []string{"the sandbox runs in the host's own memory cgroup, with no limit of its own"}
+		names := ranCgroups(e.h.Stderr.String(), e.folder)
+		if len(names) == 0 {
+			return []string{inconclusive + "the host's log names no cgroup of a run of " + e.folder}
 		}
-		dir = hostCgroupDir(inside.ctrl, path.Join(own, inside.path))
+		for _, n := range names {
+			dirs = append(dirs, filepath.Join(hostCgroupDir(inside.ctrl, own), "*", n))
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
-			return nil
+	for _, dir := range dirs {
+		for {
+			if left, _ := filepath.Glob(dir); len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return []string{"the sandbox's cgroup " + dir + " still exists after the run"}
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return []string{"the sandbox's cgroup " + dir + " still exists after the run"}
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return nil
+}
+
+// ranCgroups are, from a bwrap host's log, the cgroups of the sandboxes
+// that took a job of folder (a warm sandbox still waiting has one too).
+func ranCgroups(log, folder string) []string {
+	cgroups := map[string]string{} // invocation → cgroup
+	for _, m := range regexp.MustCompile(`msg="sandbox started" invocation=(\S+) group=(\S+) .*cgroup=(\S+)`).FindAllStringSubmatch(log, -1) {
+		if m[2] == folder {
+			cgroups[m[1]] = m[3]
+		}
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`msg="sandbox start" group=(\S+) invocation=(\S+)`).FindAllStringSubmatch(log, -1) {
+		if n, ok := cgroups[m[2]]; ok && m[1] == folder {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 type cgroupLine struct{ ctrl, path string }

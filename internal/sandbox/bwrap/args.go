@@ -89,7 +89,8 @@ type fdLayout struct {
 	extra  []int
 	// writable[i][j] is the fd of spec.Extra[i].Writable[j]
 	writable [][]int
-	seccomp  int // --seccomp: the filter program, last so the others keep their numbers
+	seccomp  int // --seccomp: the filter program, after the others so they keep their numbers
+	sync     int // --sync-fd: the init's own write end of --block-fd (see gate)
 	count    int
 }
 
@@ -125,13 +126,14 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 		l.writable = append(l.writable, w)
 	}
 	l.seccomp = take()
+	l.sync = take()
 	l.count = next - 3
 	return l
 }
 
 // Args is the bubblewrap command line (without the bwrap binary itself) that Run
 // uses for spec. File descriptors from 3 on are referenced in a fixed order (etc
-// data, info, block, group, global, home, socket, agent, extras, seccomp); Run opens and passes
+// data, info, block, group, global, home, socket, agent, extras, seccomp, sync); Run opens and passes
 // them. With no command the agent (or Config.Command) is run. Exported so a
 // benchmark can time clawpen's exact flags.
 func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
@@ -249,7 +251,7 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	if !b.baseline {
 		a = append(a, "--seccomp", fd(fds.seccomp))
 	}
-	a = append(a, "--info-fd", fd(fds.info), "--block-fd", fd(fds.block), "--chdir", domain.GroupPath, "--")
+	a = append(a, "--info-fd", fd(fds.info), "--block-fd", fd(fds.block), "--sync-fd", fd(fds.sync), "--chdir", domain.GroupPath, "--")
 	if len(command) == 0 {
 		command = b.defaultCommand()
 	}

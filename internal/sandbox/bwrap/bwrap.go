@@ -4,14 +4,14 @@
 // Limits: wall time and output size are enforced by the host. Memory (all
 // processes together, tmpfs, /dev/shm, memfd and SysV shared memory included,
 // no swap on top), processes and CPU time are the limits of a cgroup the host
-// makes for each sandbox (cgroup.go) and moves bwrap's namespace init
-// into while it waits on --block-fd, before the command is forked (see
-// release); every sandboxed process is born in it. No cgroup, no sandbox: New
-// fails when none can be made. File size, open files and core dumps are
-// rlimits set on the init at the same moment.
+// makes for each sandbox (cgroup.go); bwrap is started inside it
+// (Cgroup.Start), so every process of the sandbox is born there. No cgroup,
+// no sandbox: New fails when none can be made. File size, open files and
+// core dumps are rlimits set on bwrap's namespace init while it waits on
+// --block-fd, before the command is forked (see release).
 //
-// When the agent exits, bwrap leaves its PID-namespace init for the host's PID 1
-// to reap; the host is a child subreaper and reaps it itself where it can.
+// bwrap runs as the init of a PID namespace of its own, so the sandbox ends
+// with it: when the host dies, or kills it (see command).
 package bwrap
 
 import (
@@ -39,9 +39,9 @@ import (
 
 const (
 	stderrTail = 8 << 10
-	// reapWait bounds how long Run waits for the PID namespace to empty after
-	// bwrap itself is gone; the kernel tears it down right away in practice.
-	reapWait = 10 * time.Second
+	// pipeWait bounds how long Run waits for bwrap's output pipes to close
+	// once bwrap has exited (exec.Cmd.WaitDelay).
+	pipeWait = 10 * time.Second
 )
 
 // Config configures the backend.
@@ -157,13 +157,6 @@ func newBackend(cfg Config, baseline bool) (*Backend, error) {
 	if b.filter, err = sandbox.SeccompProgram(); err != nil {
 		return nil, err
 	}
-	// bwrap exits without reaping its PID-namespace init, which is then
-	// reparented. As a child subreaper the host gets it and reaps it at once
-	// (nsProcess.reap); otherwise it waits for the host's PID 1, which may be
-	// slow or absent, while the zombies pile up in the host's process table.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		b.log.Warn("cannot become child subreaper; sandbox zombies wait for PID 1", "err", err)
-	}
 	return b, nil
 }
 
@@ -234,10 +227,10 @@ func (b *Backend) Check(ctx context.Context) error {
 	for _, d := range b.host.rootBinds {
 		args = append(args, "--ro-bind", d, d)
 	}
-	// --info-fd names the namespace init, which bwrap leaves to us to reap
-	// and which waits on --block-fd until its limits are set, as in Run.
-	// The command prints its own seccomp mode with shell builtins only.
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--block-fd", "4", "--seccomp", "5",
+	// --info-fd names the namespace init, which waits on --block-fd until
+	// its limits are set, as in Run. The command prints its own seccomp
+	// mode with shell builtins only.
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--info-fd", "3", "--block-fd", "4", "--seccomp", "5", "--sync-fd", "6",
 		"--", "/bin/sh", "-c", `while read -r k v; do case $k in Seccomp:) echo "$v";; esac; done </proc/self/status`)
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -249,29 +242,20 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("seccomp filter pipe: %w", err)
 	}
-	defer filter.Close()
-	infoR, infoW, err := os.Pipe()
+	g, err := newGate()
 	if err != nil {
-		return fmt.Errorf("info pipe: %w", err)
+		filter.Close()
+		return err
 	}
-	defer infoR.Close()
-	blockR, blockW, err := os.Pipe()
-	if err != nil {
-		infoW.Close()
-		return fmt.Errorf("block pipe: %w", err)
-	}
-	cmd.ExtraFiles = []*os.File{infoW, blockR, filter}
+	defer g.close()
+	cmd.ExtraFiles = []*os.File{g.infoW, g.blockR, filter, g.syncW}
 	if err := markInheritedCloexec(); err != nil {
-		infoW.Close()
-		blockR.Close()
-		blockW.Close()
+		filter.Close()
 		return err
 	}
 	cg, err := b.newCgroup(sandbox.DefaultLimits)
 	if err != nil {
-		blockR.Close()
-		blockW.Close()
-		infoW.Close()
+		filter.Close()
 		return err
 	}
 	defer func() {
@@ -279,26 +263,16 @@ func (b *Backend) Check(ctx context.Context) error {
 			b.log.Error("remove the check sandbox's cgroup", "err", err)
 		}
 	}()
-	err = b.startInFreshKeyring(cmd)
-	infoW.Close()
-	blockR.Close()
+	err = b.start(cmd, cg)
+	filter.Close()
+	g.started()
 	if err == nil {
-		ns := watchInit(infoR)
-		if ns != nil {
-			if rerr := b.release(ns, cg, sandbox.DefaultLimits, blockW); rerr != nil {
-				_ = unix.PidfdSendSignal(ns.pidfd, unix.SIGKILL, nil, 0)
-				err = rerr
-			}
+		var ns *nsProcess
+		if ns, err = b.release(cmd, g); ns != nil {
+			ns.close()
 		}
-		blockW.Close()
 		if werr := cmd.Wait(); err == nil {
 			err = werr
-		}
-		if ns != nil {
-			if ns.killAndWait(reapWait) {
-				ns.reap()
-			}
-			ns.close()
 		}
 	}
 	if err != nil {
@@ -325,41 +299,44 @@ var ErrSeccomp = errors.New("the seccomp filter is not in force")
 func (b *Backend) FilterSize() int { return len(b.filter) / 8 }
 
 // command builds "bwrap <args>" started as the run-as user in its own
-// process group.
+// process group, as the init of a PID namespace of its own.
+//
+// That namespace is what makes a sandbox die with its host. The host's
+// death kills bwrap (Pdeathsig, and bwrap's own --die-with-parent), but
+// not bwrap's child, the sandbox's namespace init: the kernel clears a
+// parent-death signal at fork, and bwrap sets the init's again only once
+// the init has read --block-fd and forked the command (do_init), by then
+// against a parent that may be gone, which never fires. An init orphaned
+// while it waited for its limits ran its command outside any cgroup. Now
+// bwrap's death is its namespace's end: the kernel kills every process in
+// it, the nested sandbox namespace included, whatever state it is in.
+// Killing bwrap is thus how a sandbox is stopped (killGroup), and nothing
+// of it is left to reap once bwrap is.
 func (b *Backend) command(ctx context.Context, bwrapArgs []string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, b.bwrap, bwrapArgs...)
 	cmd.Env = []string{} // bwrap gets --clearenv anyway
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Go's check that the parent is still alive after setting Pdeathsig
+	// sees no parent from inside the new namespace (getppid is 0) and
+	// signals the child, which as a namespace init ignores its own
+	// signal; the parent-death signal stays set.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	if b.switchUser {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.gid), Groups: []uint32{}}
+	} else {
+		// A host without CAP_SYS_ADMIN makes the PID namespace inside a
+		// user namespace mapping only its own ids, in which bwrap is as
+		// unprivileged as before.
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: b.uid, HostID: b.uid, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: b.gid, HostID: b.gid, Size: 1}}
 	}
 	cmd.Cancel = func() error { return killGroup(cmd) }
-	cmd.WaitDelay = reapWait
+	cmd.WaitDelay = pipeWait
 	return cmd
 }
 
-// killer stops a running sandbox. It prefers killing bwrap's PID-namespace init:
-// bwrap then reaps it and exits by itself. Killing bwrap first would orphan the
-// init to the host's PID 1, and a PID 1 that reaps slowly (or never, in a
-// container without an init) leaves zombies piling up.
-type killer struct {
-	cmd *exec.Cmd
-	ns  atomic.Pointer[nsProcess]
-}
-
-func (k *killer) kill() error {
-	if ns := k.ns.Load(); ns != nil {
-		err := unix.PidfdSendSignal(ns.pidfd, unix.SIGKILL, nil, 0)
-		if err == nil || errors.Is(err, unix.ESRCH) {
-			return nil
-		}
-	}
-	// No namespace yet (bwrap is still setting up): kill bwrap's process group.
-	return killGroup(k.cmd)
-}
-
-// killGroup SIGKILLs bwrap's whole process group; bwrap's PID-namespace init is
-// in it, and its death makes the kernel kill everything in the namespace.
+// killGroup SIGKILLs bwrap's whole process group. bwrap's death ends its
+// PID namespace, and with it everything in the sandbox (see command).
 func killGroup(cmd *exec.Cmd) error {
 	if cmd.Process == nil {
 		return nil
@@ -384,6 +361,30 @@ func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
 	var res sandbox.Result
 	lim := spec.Limits.WithDefaults()
+	// The cgroup is made while the bind sources are opened; bwrap starts
+	// inside it.
+	cgReady := make(chan struct{})
+	var (
+		cg    *Cgroup
+		cgErr error
+	)
+	go func() {
+		defer close(cgReady)
+		if !b.baseline {
+			cg, cgErr = b.newCgroup(lim)
+		}
+	}()
+	// Deferred first, so it runs last, once bwrap and so the whole sandbox
+	// are gone; it kills anything still in the cgroup first.
+	defer func() {
+		<-cgReady
+		if cg == nil {
+			return
+		}
+		if err := cg.Remove(); err != nil {
+			b.log.Error("remove the sandbox's cgroup", "invocation", spec.InvocationID, "err", err)
+		}
+	}()
 	p, err := b.prepare(spec, command)
 	if err != nil {
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
@@ -399,12 +400,9 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	defer clock.Stop()
 	var unused atomic.Bool
 	cmd := b.command(runCtx, p.args)
-	k := &killer{cmd: cmd}
-	cmd.Cancel = k.kill
 	cmd.ExtraFiles = p.files
 	// The job (or the owner's input) is written only once the limits are
-	// set: should the host die before, the sandbox reads nothing and does
-	// nothing.
+	// set.
 	io_, err := connect(cmd, spec.Stdio)
 	if err != nil {
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
@@ -414,32 +412,12 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if err := markInheritedCloexec(); err != nil {
 		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
 	}
-	// The cgroup is made while bwrap builds the view (it costs about as much
-	// as the rest of Run's own work); release waits for it.
-	cgReady := make(chan struct{})
-	var (
-		cg    *Cgroup
-		cgErr error
-	)
-	go func() {
-		defer close(cgReady)
-		if !b.baseline {
-			cg, cgErr = b.newCgroup(lim)
-		}
-	}()
-	// Deferred, so it runs after the namespace has been emptied below; it
-	// kills anything still in the cgroup first.
-	defer func() {
-		<-cgReady
-		if cg == nil {
-			return
-		}
-		if err := cg.Remove(); err != nil {
-			b.log.Error("remove the sandbox's cgroup", "invocation", spec.InvocationID, "err", err)
-		}
-	}()
+	<-cgReady
+	if cgErr != nil {
+		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, cgErr)
+	}
 	start := time.Now()
-	if err := b.start(cmd); err != nil {
+	if err := b.start(cmd, cg); err != nil {
 		return res, fmt.Errorf("start bwrap: %w", err)
 	}
 	// The child has its copies; drop ours so EOF and the info pipe work.
@@ -447,6 +425,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		_ = f.Close()
 	}
 	p.files = nil
+	p.gate.started()
 	io_.started()
 	if spec.Stdio != nil && spec.Stdio.Resize != nil && io_.master != nil {
 		resized := make(chan struct{})
@@ -463,10 +442,13 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		}()
 	}
 	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group, "pid", cmd.Process.Pid)
+	if cg != nil {
+		log = log.With("cgroup", cg.Name())
+	}
 	log.Debug("sandbox started")
 
-	// OnLimit runs in a goroutine; limitKilled lets the kill finish before bwrap
-	// is reaped and the pidfd closed, so it cannot hit a reused pid or fd.
+	// OnLimit runs in a goroutine; limitKilled lets the kill finish before
+	// bwrap is reaped, so it cannot hit a reused process group.
 	limitKilled := make(chan struct{})
 	outW, errW := spec.Stdout, io.Writer(nil)
 	if spec.Stdio != nil {
@@ -475,7 +457,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
 		defer close(limitKilled)
 		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
-		_ = k.kill()
+		_ = killGroup(cmd)
 	}}
 	tail := &sandbox.Tail{Max: stderrTail}
 	var errOut io.Writer = tail
@@ -492,47 +474,37 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	// bwrap reports the namespace init right after cloning it (or exits,
 	// closing the pipe, when it fails before).
-	ns := watchInit(p.info)
-	k.ns.Store(ns)
-	var setupErr error
+	var (
+		ns       *nsProcess
+		setupErr error
+	)
+	if runCtx.Err() != nil {
+		_ = killGroup(cmd)
+	} else {
+		ns, setupErr = b.release(cmd, p.gate)
+	}
 	switch {
-	case ns == nil:
-	case runCtx.Err() != nil:
-		// A kill requested before the namespace existed went to the process
-		// group; make sure it reaches the namespace too.
-		_ = k.kill()
+	case ns == nil || setupErr != nil:
+	case spec.Stdio != nil:
+		// Not waited for: the owner's input may never end; the copy stops
+		// at its first write after the sandbox is gone.
+		clock.Reset(lim.Timeout)
+		go func() {
+			_, _ = io.Copy(io_.stdin, spec.Stdio.In)
+			io_.closeStdin()
+		}()
 	default:
-		<-cgReady
-		err := cgErr
-		if err == nil {
-			err = b.release(ns, cg, lim, p.block)
-		}
-		if err != nil {
-			setupErr = err
-			_ = k.kill()
-		} else {
-			if spec.Stdio != nil {
-				// Not waited for: the owner's input may never end; the
-				// copy stops at its first write after the sandbox is gone.
-				clock.Reset(lim.Timeout)
-				go func() {
-					_, _ = io.Copy(io_.stdin, spec.Stdio.In)
-					io_.closeStdin()
-				}()
-			} else {
-				go func() {
-					defer io_.closeStdin()
-					job, err := spec.WaitJob(runCtx)
-					if err != nil {
-						unused.Store(true)
-						cancel(err)
-						return
-					}
-					clock.Reset(lim.Timeout)
-					_, _ = io_.stdin.Write(job)
-				}()
+		go func() {
+			defer io_.closeStdin()
+			job, err := spec.WaitJob(runCtx)
+			if err != nil {
+				unused.Store(true)
+				cancel(err)
+				return
 			}
-		}
+			clock.Reset(lim.Timeout)
+			_, _ = io_.stdin.Write(job)
+		}()
 	}
 	wg.Wait()
 	// Truncated is set by the same Write that started OnLimit, and that Write
@@ -540,18 +512,13 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if out.Truncated() {
 		<-limitKilled
 	}
+	// bwrap is reaped only once its PID namespace is empty: every process
+	// of the sandbox is gone.
 	waitErr := cmd.Wait()
 	res.Duration = time.Since(start)
-
-	// bwrap is reaped; make sure its PID namespace is empty before returning.
 	if ns != nil {
 		if b.sawInit != nil {
 			b.sawInit(ns.pid)
-		}
-		if !ns.killAndWait(reapWait) {
-			log.Error("sandbox PID namespace did not exit in time", "init_pid", ns.pid)
-		} else {
-			ns.reap()
 		}
 		ns.close()
 	}
@@ -565,6 +532,14 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if runCtx.Err() != nil {
 		res.TimedOut = true
 	}
+	if cg != nil {
+		if res.Limit, err = cg.Reached(); err != nil {
+			log.Warn("read the sandbox's cgroup counters", "err", err)
+		}
+	}
+	if res.Limit != "" {
+		log.Warn("sandbox reached a cgroup limit", "limit", res.Limit, "memory", lim.MemoryBytes, "pids", lim.Pids)
+	}
 	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
 		"truncated", res.OutputTruncated, "duration", res.Duration)
 
@@ -572,8 +547,8 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
 	}
 	if setupErr != nil {
-		// An init that died building the view (and so before its cgroup and
-		// limits) leaves bwrap's own reason, the more useful one.
+		// An init that died building the view (and so before its limits)
+		// leaves bwrap's own reason, the more useful one.
 		if msg, ok := bwrapFailure(res.Stderr); ok {
 			return res, fmt.Errorf("bubblewrap could not build the sandbox: %s (%w)", msg, setupErr)
 		}
@@ -618,64 +593,43 @@ type nsProcess struct {
 	pidfd int
 }
 
-// watchInit reads bwrap's --info-fd report and opens a pidfd on the namespace
-// init, verifying it is still in the reported PID namespace. nil when bwrap
-// never got that far or the init is already gone.
-func watchInit(info *os.File) *nsProcess {
+// watchInit waits for bwrap's --info-fd report and opens a pidfd on the
+// namespace init it made: bwrap's only child, as the host sees it (bwrap
+// reports pids, and namespaces read through them, of its own PID
+// namespace; see command). nil when bwrap never got that far or the init
+// is already gone. bwrap is not reaped meanwhile, so a process that is its
+// child after the pidfd is opened is the init.
+func watchInit(info *os.File, bwrap int) *nsProcess {
 	var rep struct {
-		ChildPID int    `json:"child-pid"`
-		PIDNS    uint64 `json:"pid-namespace"`
+		ChildPID int `json:"child-pid"`
 	}
 	if err := json.NewDecoder(info).Decode(&rep); err != nil || rep.ChildPID <= 0 {
 		return nil
 	}
-	fd, err := unix.PidfdOpen(rep.ChildPID, 0)
+	children := func() []string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", bwrap, bwrap))
+		return strings.Fields(string(b))
+	}
+	c := children()
+	if len(c) != 1 {
+		return nil
+	}
+	pid, err := strconv.Atoi(c[0])
 	if err != nil {
 		return nil
 	}
-	link, err := os.Readlink("/proc/" + strconv.Itoa(rep.ChildPID) + "/ns/pid")
-	if err != nil || link != "pid:["+strconv.FormatUint(rep.PIDNS, 10)+"]" {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil
+	}
+	if c := children(); len(c) != 1 || c[0] != strconv.Itoa(pid) {
 		_ = unix.Close(fd)
 		return nil
 	}
-	return &nsProcess{pid: rep.ChildPID, pidfd: fd}
-}
-
-// killAndWait kills the namespace init and waits until it has exited, which
-// happens only once every process in its namespace is gone.
-func (n *nsProcess) killAndWait(max time.Duration) bool {
-	_ = unix.PidfdSendSignal(n.pidfd, unix.SIGKILL, nil, 0)
-	fds := []unix.PollFd{{Fd: int32(n.pidfd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(max)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		nready, err := unix.Poll(fds, int(left.Milliseconds())+1)
-		if err == nil && nready > 0 {
-			return true
-		}
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return false
-		}
-	}
+	return &nsProcess{pid: pid, pidfd: fd}
 }
 
 func (n *nsProcess) close() { _ = unix.Close(n.pidfd) }
-
-// reap collects the exited init when it was reparented to this process (the
-// host is a child subreaper). If it is not our child, waitid fails at once
-// with ECHILD and someone else reaps it.
-func (n *nsProcess) reap() {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PIDFD, n.pidfd, &info, unix.WEXITED, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
-}
 
 // pinning reports whether bind sources are pinned before each run.
 func (b *Backend) pinning() bool { return b.switchUser && b.cfg.PinDir != "" }
@@ -688,17 +642,20 @@ func (b *Backend) reachableUnlessPinned(what, hostPath string) error {
 }
 
 // RawCommand is bwrap with exactly Run's command line and descriptors for
-// spec, without Run's work around it (cgroup, limits, output cap, namespace reaping):
-// the baseline clawpen-bench compares Run against. The namespace init does
-// not wait for limits (its --block-fd is closed at once). The caller runs the
-// command, reaps the namespace init bwrap leaves behind, then calls done.
+// spec, without Run's work around it (PID namespace, cgroup, limits, output
+// cap): the baseline clawpen-bench compares Run against. The namespace init
+// does not wait for limits (its release is written at once). The caller
+// runs the command, reaps the namespace init bwrap leaves behind, then
+// calls done.
 func (b *Backend) RawCommand(spec sandbox.Spec, command ...string) (cmd *exec.Cmd, done func(), err error) {
 	p, err := b.prepare(spec, command)
 	if err != nil {
 		return nil, nil, err
 	}
-	_ = p.block.Close()
-	p.block = nil
+	if _, err := p.gate.block.Write([]byte{1}); err != nil {
+		p.close()
+		return nil, nil, fmt.Errorf("release the sandbox: %w", err)
+	}
 	cmd = exec.Command(b.bwrap, p.args...)
 	cmd.Env = []string{}
 	cmd.ExtraFiles = p.files

@@ -344,3 +344,100 @@ func BenchmarkSandboxCgroup(b *testing.B) {
 		require.NoError(b, cg.Remove())
 	}
 }
+
+// What starting a process inside a sandbox cgroup adds to starting it (v1:
+// the thread's moves into the cgroup and back; v2: clone3 into it): each
+// iteration starts and reaps /bin/true, plainly and through Cgroup.Start
+// (root only).
+func BenchmarkStartInCgroup(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("making cgroups needs root (or a delegated cgroup)")
+	}
+	m, err := OpenCgroups(CgroupConfig{})
+	require.NoError(b, err)
+	defer func() { require.NoError(b, m.Close()) }()
+	cg, err := m.New(cgroupLimits{MemoryBytes: 1 << 30, Pids: 256, CPUs: 1})
+	require.NoError(b, err)
+	for _, tc := range []struct {
+		name  string
+		start func(*exec.Cmd) error
+	}{
+		{"plain", (*exec.Cmd).Start},
+		{"in-cgroup", func(c *exec.Cmd) error { return cg.Start(c, (*exec.Cmd).Start) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command("/bin/true")
+				require.NoError(b, tc.start(cmd))
+				require.NoError(b, cmd.Wait())
+			}
+		})
+	}
+}
+
+// A process started through Cgroup.Start is in the cgroup from its first
+// instruction (its /proc/self/cgroup, read by itself, names it), and the
+// host's thread that started it is back in the host's own cgroup.
+func TestStartInCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making cgroups needs root (or a delegated cgroup)")
+	}
+	m, err := OpenCgroups(CgroupConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, m.Close()) })
+	cg, err := m.New(cgroupLimits{MemoryBytes: 300 << 20, Pids: 33, CPUs: 0.25})
+	require.NoError(t, err)
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, cg.Start(cmd, (*exec.Cmd).Start))
+	require.NoError(t, cmd.Wait())
+	for _, c := range m.ctrls {
+		want := filepath.Join(c.base, cg.Name())
+		found := false
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if strings.HasSuffix(want, parts[2]) && strings.HasSuffix(parts[2], "/"+cg.Name()) {
+				found = true
+			}
+		}
+		assert.True(t, found, "%s: %s", want, out.String())
+	}
+	for _, d := range cg.Dirs() {
+		pids, err := cgroup.Procs(d)
+		require.NoError(t, err)
+		assert.Empty(t, pids, "nothing of the host stays in %s", d)
+	}
+	require.NoError(t, cg.Remove())
+}
+
+// On cgroup v2 the kernel places the child at its birth (clone3 with
+// CLONE_INTO_CGROUP). This host's cgroups are v1, but its unified hierarchy,
+// without controllers, takes a process all the same: the child names the
+// cgroup as its own from its first instruction.
+func TestStartInCgroupV2(t *testing.T) {
+	const unified = "/sys/fs/cgroup/unified"
+	if os.Geteuid() != 0 {
+		t.Skip("making cgroups needs root")
+	}
+	root := unified
+	if exists("/sys/fs/cgroup/cgroup.controllers") {
+		root = "/sys/fs/cgroup"
+	} else if !exists(filepath.Join(unified, "cgroup.procs")) {
+		t.Skip("no cgroup v2 hierarchy here")
+	}
+	own, err := cgroup.Own("/proc/self/cgroup")
+	require.NoError(t, err)
+	base := filepath.Join(root, own[""], "clawpen-test-"+randomHex(4))
+	dir := filepath.Join(base, "sb-test")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() { _ = os.Remove(dir); _ = os.Remove(base) })
+	cg := &Cgroup{m: &CgroupManager{mode: CgroupV2, bases: []string{base}}, name: "sb-test", dirs: []string{dir}}
+
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, cg.Start(cmd, (*exec.Cmd).Start))
+	require.NoError(t, cmd.Wait())
+	assert.Contains(t, out.String(), "0::"+strings.TrimPrefix(dir, root)+"\n")
+}

@@ -19,8 +19,7 @@ import (
 type prepared struct {
 	args  []string
 	files []*os.File      // ExtraFiles: files[i] is fd 3+i in bwrap
-	info  *os.File        // read end of the --info-fd pipe
-	block *os.File        // write end of the --block-fd pipe
+	gate  *gate           // the host's hold on the sandbox until its limits are set
 	pins  *sandbox.PinSet // staging binds of the sources, when pinning
 }
 
@@ -31,15 +30,62 @@ func (p *prepared) close() {
 			_ = f.Close()
 		}
 	}
-	if p.info != nil {
-		_ = p.info.Close()
-	}
-	// Only reached once the sandbox was released or killed: a sandbox that
-	// saw EOF here would go on without its limits.
-	if p.block != nil {
-		_ = p.block.Close()
-	}
+	p.gate.close()
 	p.pins.Release()
+}
+
+// gate is how the host holds a sandbox until its limits are set: bwrap
+// reports its namespace init on info (--info-fd), and the init waits on
+// block (--block-fd) until the host writes a byte there (release). The init
+// holds a write end of block itself (--sync-fd, which bwrap keeps open in
+// the init alone and closes in the command before exec): it never reads
+// EOF there, so a host that dies or gives up before the release leaves it
+// waiting, having run nothing, until it dies with bwrap.
+type gate struct {
+	info, block          *os.File // the host's ends
+	infoW, blockR, syncW *os.File // bwrap's, until it has started
+}
+
+func newGate() (*gate, error) {
+	g := &gate{}
+	var err error
+	if g.info, g.infoW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("info pipe: %w", err)
+	}
+	if g.blockR, g.block, err = os.Pipe(); err != nil {
+		g.close()
+		return nil, fmt.Errorf("block pipe: %w", err)
+	}
+	fd, err := unix.FcntlInt(g.block.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("block pipe: %w", err)
+	}
+	g.syncW = os.NewFile(uintptr(fd), "sync")
+	return g, nil
+}
+
+// started drops bwrap's ends once bwrap holds its copies, so that the
+// info pipe ends with bwrap.
+func (g *gate) started() {
+	for _, f := range []*os.File{g.infoW, g.blockR, g.syncW} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	g.infoW, g.blockR, g.syncW = nil, nil, nil
+}
+
+func (g *gate) close() {
+	if g == nil {
+		return
+	}
+	g.started()
+	for _, f := range []*os.File{g.info, g.block} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
 }
 
 // prepare checks that the run-as user can reach every bind source, opens them in
@@ -57,6 +103,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 		}
 	}()
 
+	var err error
 	for _, f := range etcFiles {
 		r, err := dataPipe([]byte(f.content))
 		if err != nil {
@@ -64,18 +111,10 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 		}
 		p.files = append(p.files, r)
 	}
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("info pipe: %w", err)
+	if p.gate, err = newGate(); err != nil {
+		return nil, err
 	}
-	p.info = infoR
-	p.files = append(p.files, infoW)
-	blockR, blockW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("block pipe: %w", err)
-	}
-	p.block = blockW
-	p.files = append(p.files, blockR)
+	p.files = append(p.files, p.gate.infoW, p.gate.blockR)
 
 	if b.pinning() {
 		if p.pins, err = sandbox.NewPinSet(b.cfg.PinDir, spec.InvocationID); err != nil {
@@ -138,7 +177,7 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	if err != nil {
 		return nil, fmt.Errorf("seccomp filter pipe: %w", err)
 	}
-	p.files = append(p.files, filter)
+	p.files = append(p.files, filter, p.gate.syncW)
 	if len(p.files) != layout.count {
 		return nil, fmt.Errorf("internal error: opened %d files, layout has %d", len(p.files), layout.count)
 	}

@@ -22,12 +22,12 @@ func joinAnonymousKeyring() (int, error) {
 	return int(id), nil
 }
 
-// start starts bwrap: in a fresh keyring, unless this is the baseline.
-func (b *Backend) start(cmd *exec.Cmd) error {
+// start starts bwrap inside cg, in a fresh keyring; the baseline's plainly.
+func (b *Backend) start(cmd *exec.Cmd, cg *Cgroup) error {
 	if b.baseline {
 		return cmd.Start()
 	}
-	return b.startInFreshKeyring(cmd)
+	return cg.Start(cmd, b.startInFreshKeyring)
 }
 
 // startInFreshKeyring starts cmd from a thread that has just joined a new

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -31,32 +32,39 @@ func (b *Backend) rlimits() []rlimit {
 	}
 }
 
-// release moves bwrap's namespace init into the sandbox's cgroup, sets its
-// rlimits, and then lets it go on. The init has built the view and waits on
-// --block-fd before it forks the command, so every sandboxed process is born
-// in the cgroup and inherits the rlimits; setting them from here with
-// prlimit(2) saves exec'ing prlimit(1) before bwrap (about 1.5 ms a run).
-// Rlimits are only ever lowered, to at most the init's current hard limit, so
-// no capability is needed (see asRunAsUser).
+// release finds bwrap's namespace init, sets its rlimits, and then lets it
+// go on. The init has built the view and waits on --block-fd before it
+// forks the command, so every sandboxed process inherits them; setting them
+// from here with prlimit(2) saves exec'ing prlimit(1) before bwrap (about
+// 1.5 ms a run). Rlimits are only ever lowered, to at most the init's
+// current hard limit, so no capability is needed (see asRunAsUser). The
+// init is in the sandbox's cgroup since its birth (Cgroup.Start).
 //
-// On error the caller must kill the sandbox before closing block: an init that
-// read EOF there would go on without its limits.
-func (b *Backend) release(ns *nsProcess, cg *Cgroup, lim sandbox.Limits, block *os.File) error {
+// When it cannot, it kills the sandbox, whose init would wait for ever (see
+// gate), and says why. The init is returned when found, released or not.
+func (b *Backend) release(cmd *exec.Cmd, g *gate) (*nsProcess, error) {
+	ns := watchInit(g.info, cmd.Process.Pid)
+	err := errors.New("bwrap made no sandbox")
+	if ns != nil {
+		err = b.free(ns, g.block)
+	}
+	if err != nil {
+		_ = killGroup(cmd)
+	}
+	return ns, err
+}
+
+func (b *Backend) free(ns *nsProcess, block *os.File) error {
 	if b.beforeRelease != nil {
 		if err := b.beforeRelease(); err != nil {
 			return err
-		}
-	}
-	if !b.baseline {
-		if err := cg.Attach(ns.pid); err != nil {
-			return fmt.Errorf("put the sandbox in its cgroup: %w", err)
 		}
 	}
 	if err := b.asRunAsUser(func() error { return b.setLimits(ns) }); err != nil {
 		return err
 	}
 	// The pid was checked against the pidfd when the init was found; had the
-	// init died since, the cgroup and limits might have gone to a reused pid.
+	// init died since, the limits might have gone to a reused pid.
 	if ns.exited() {
 		return errors.New("the sandbox's namespace init exited before its limits were set")
 	}

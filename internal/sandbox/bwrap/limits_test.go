@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,10 +61,10 @@ func TestReleaseFailureRunsNothing(t *testing.T) {
 	assert.Equal(t, "alive\n", o.stdout)
 }
 
-// From inside a real sandbox: /proc/self/cgroup names the sandbox's cgroup
-// (relative to the host's own, the root of the sandbox's cgroup namespace);
-// the files the host made there hold the spec's limits while the sandbox
-// runs, with every sandboxed process in it; after the run it is gone.
+// A real sandbox is in a cgroup of its own, which is the root of its cgroup
+// namespace: from inside, /proc/self/cgroup shows "/" and nothing of the
+// host's tree. From the host, its processes are in a sandbox cgroup whose
+// files hold the spec's limits while it runs; after the run it is gone.
 func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 	f := newFixture(t, nil)
 	spec := f.spec()
@@ -75,42 +74,44 @@ func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 	pr, pw := io.Pipe()
 	spec.Stdout = pw
 	done := make(chan outcome, 1)
+	mark := marker(t)
 	go func() {
 		res, err := f.b.run(context.Background(), spec, []string{"/bin/sh", "-c",
-			"cat /proc/self/cgroup; echo READY; while [ ! -e /workspace/group/go ]; do sleep 0.02; done; echo finished"})
+			"cat /proc/self/cgroup; echo READY; while [ ! -e /workspace/group/go ]; do sleep 0.02; done; echo finished " + mark})
 		_ = pw.Close()
 		done <- outcome{res: res, err: err}
 	}()
-	inside := map[string]string{} // controller → path, as the sandbox sees it
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() && sc.Text() != "READY" {
 		parts := strings.SplitN(sc.Text(), ":", 3)
 		require.Len(t, parts, 3, sc.Text())
-		for _, c := range strings.Split(parts[1], ",") {
-			inside[c] = parts[2]
-		}
+		assert.Equal(t, "/", parts[2], "the sandbox sees its own cgroup as the root: %s", sc.Text())
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	t.Logf("inside: %v", inside)
 
-	own, err := os.ReadFile("/proc/self/cgroup")
+	// The shell, as the host sees it.
+	var pid string
+	for _, p := range processesWith(t, mark) {
+		if n, cmd, _ := strings.Cut(p, ": "); strings.HasPrefix(cmd, "/bin/sh ") {
+			pid = n
+		}
+	}
+	require.NotEmpty(t, pid, "the sandbox's shell")
+	theirs, err := os.ReadFile("/proc/" + pid + "/cgroup")
 	require.NoError(t, err)
 	hostDir := func(ctrl string) string {
-		for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(string(theirs)), "\n") {
 			parts := strings.SplitN(line, ":", 3)
 			for _, c := range strings.Split(parts[1], ",") {
 				if c == ctrl {
-					p, ok := inside[ctrl]
-					require.True(t, ok, "the sandbox does not see its %s cgroup", ctrl)
-					rel := path.Join(parts[2], p)
 					if ctrl == "" {
-						return filepath.Join("/sys/fs/cgroup", rel)
+						return filepath.Join("/sys/fs/cgroup", parts[2])
 					}
-					return filepath.Join("/sys/fs/cgroup", ctrl, rel)
+					return filepath.Join("/sys/fs/cgroup", ctrl, parts[2])
 				}
 			}
 		}
-		t.Fatalf("the host has no %q cgroup", ctrl)
+		t.Fatalf("the sandbox has no %q cgroup", ctrl)
 		return ""
 	}
 	read := func(dir, file string) string {
@@ -138,8 +139,8 @@ func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 	}
 	for _, d := range dirs {
 		assert.Contains(t, d, "/sb-", "a sandbox cgroup, not the host's")
-		// The namespace init, sh and the sleep loop's processes.
-		assert.GreaterOrEqual(t, len(strings.Fields(read(d, "cgroup.procs"))), 2, d)
+		// bwrap, its namespace init, sh and the sleep loop's processes.
+		assert.GreaterOrEqual(t, len(strings.Fields(read(d, "cgroup.procs"))), 3, d)
 	}
 
 	require.NoError(t, os.WriteFile(filepath.Join(f.group, "go"), nil, 0o644))

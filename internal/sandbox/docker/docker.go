@@ -332,6 +332,11 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	defer clock.Stop()
 	var unused atomic.Bool
 	log.Debug("sandbox started")
+	// The container's process limit is watched from before its job is
+	// given, that is, before it does anything.
+	var pw *pidsWatch
+	watching := make(chan struct{})
+	go func() { defer close(watching); pw = b.watchPidsOf(bg, id, log) }()
 
 	if st := spec.Stdio; st != nil && st.TTY {
 		resize := func(rows, cols uint16) {
@@ -363,6 +368,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		// The job is JSON, whose encoding escapes control characters, so it can
 		// never contain the engine's detach sequence (ctrl-p ctrl-q). The
 		// owner's input may (see detachKeys).
+		<-watching
 		var in io.Reader
 		if spec.Stdio != nil {
 			in = spec.Stdio.In
@@ -419,11 +425,17 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 
 	res.Stderr = tail.String()
 	res.OutputTruncated = out.Truncated()
+	<-watching
 	if unused.Load() {
+		if pw != nil {
+			pw.stop()
+		}
 		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, context.Cause(runCtx))
 	}
 	res.TimedOut = runCtx.Err() != nil
-	b.noteOOM(bg, id, lim, &res, log)
+	if res.Limit = b.reached(bg, id, pw, log); res.Limit != "" {
+		log.Warn("sandbox reached a cgroup limit", "limit", res.Limit, "memory", lim.MemoryBytes, "pids", lim.Pids)
+	}
 	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
 		"truncated", res.OutputTruncated, "duration", res.Duration)
 
@@ -434,23 +446,6 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		return res, fmt.Errorf("wait for sandbox container: %w", waitErr)
 	}
 	return res, nil
-}
-
-// noteOOM tells, in the stderr tail, that the kernel killed a process of the
-// sandbox at the memory limit. The exit code stays the container's own (137
-// when the OOM killer hit the agent itself).
-func (b *Backend) noteOOM(ctx context.Context, id string, lim sandbox.Limits, res *sandbox.Result, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
-	defer cancel()
-	in, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		log.Warn("inspect sandbox container", "err", err)
-		return
-	}
-	if in.Container.State != nil && in.Container.State.OOMKilled {
-		log.Warn("sandbox hit its memory limit", "limit", lim.MemoryBytes)
-		res.Stderr += fmt.Sprintf("\nclawpen: out of memory: the sandbox reached its memory limit (%d bytes) and the kernel killed a process\n", lim.MemoryBytes)
-	}
 }
 
 func (b *Backend) kill(ctx context.Context, id string, log *slog.Logger) {

@@ -413,6 +413,21 @@ func TestProcessLimit(t *testing.T) {
 	assert.Greater(t, started, 0)
 }
 
+// The host learns that the container reached its process limit: the
+// engine does not say, so the host watches the container's cgroup while it
+// runs. Nothing runs before the job is given, as for the agent; the shell
+// outlives the refused fork by a second, forking nothing more.
+func TestProcessLimitReached(t *testing.T) {
+	f := newFixture(t, nil)
+	spec := f.spec(t)
+	spec.Limits.Pids = 16
+	spec.Stdin = []byte("go\n")
+	o := f.sh(t, spec, "read -r go; mkfifo /tmp/f; exec 3<>/tmp/f; (while :; do sleep 900 & done) 2>/dev/null; echo FORK-REFUSED; read -t 1 x <&3; echo done")
+	require.NoError(t, o.err)
+	assert.Contains(t, o.stdout, "FORK-REFUSED")
+	assert.Equal(t, sandbox.ProcessLimit, o.res.Limit)
+}
+
 func TestForkBombContained(t *testing.T) {
 	f := newFixture(t, nil)
 	spec := f.spec(t)
@@ -436,9 +451,13 @@ func TestMemoryLimit(t *testing.T) {
 	o := f.sh(t, spec, "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived ${#x}")
 	require.NoError(t, o.err)
 	assert.Equal(t, 128+int(syscall.SIGKILL), o.res.ExitCode)
-	assert.Contains(t, o.res.Stderr, "out of memory")
+	assert.Equal(t, sandbox.MemoryLimit, o.res.Limit, "the engine's OOMKilled")
 	assert.Empty(t, o.stdout)
 	assert.False(t, o.res.TimedOut)
+
+	o = f.sh(t, spec, "head -c 50000000 /dev/zero | wc -c")
+	require.NoError(t, o.err)
+	assert.Empty(t, o.res.Limit, "a run within its limits reached none")
 }
 
 func TestSetupFailureIsError(t *testing.T) {
