@@ -40,7 +40,7 @@ func TestHelp(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), []string{arg}, &stdout, &stderr, func(string) string { return "" })
 		assert.Equal(t, 0, code, arg)
-		for _, flag := range []string{"-json", "-quick", "-runs N", "-cpuprofile file", "-only sections", "sandbox,overhead,inbound,footprint,scaling"} {
+		for _, flag := range []string{"-json", "-quick", "-runs N", "-cpuprofile file", "-only sections", "sandbox,overhead,inbound,store,footprint,scaling"} {
 			assert.Contains(t, stdout.String(), flag, arg)
 		}
 		assert.Empty(t, stderr.String(), arg)
