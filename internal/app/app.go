@@ -525,10 +525,14 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 	approvals := approval.New(approval.Config{Store: p.Store, Messenger: p.Telegram, Timeout: cfg.ApprovalTimeout, TZ: cfg.TZ, Logger: log,
 		Owner: func(ctx context.Context) (int64, error) { return p.Store.Owner(ctx, cfg.OwnerID) }})
 	sandboxUser := beneath.User{UID: p.RunAsUID, GID: p.RunAsGID}
+	toolsDir := tools.NewDir(cfg.ToolsDir)
 	operations := ops.New(ops.Config{Store: p.Store, GroupsDir: cfg.GroupsDir, SandboxUser: sandboxUser, Loc: cfg.TZ, MinInterval: cfg.MinInterval, Mounts: p.Mounts, Profiles: cfg.Profiles,
-		Tools: tools.NewDir(cfg.ToolsDir), ToolEnv: cfg.ToolEnv, Approvals: approvals, Logger: log,
+		Tools: toolsDir, ToolEnv: cfg.HostEnv, Approvals: approvals, Guard: Guard(cfg, toolsDir), Logger: log,
 		Refused: func(op ops.Op) { p.Metrics.IPCRefused(string(op)) }})
-	run := NewRunner(cfg, p, operations, log)
+	run, err := NewRunner(cfg, p, operations, log)
+	if err != nil {
+		return nil, err
+	}
 	rt, err := router.New(ctx, router.Config{
 		Store: p.Store, Messenger: p.Telegram, Agents: run, Ops: operations,
 		OwnerID: cfg.OwnerID, AssistantName: cfg.AssistantName, BotUsername: p.Telegram.Username(),
@@ -538,7 +542,7 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 		Now:     cfg.UsageNow,
 		Files:   p.Telegram, GroupsDir: cfg.GroupsDir, MaxFileBytes: cfg.MaxFileMB << 20, SandboxUser: sandboxUser,
 		Transcriber: transcriber(cfg), TranscribeDailySeconds: cfg.TranscribeDailySeconds,
-		Drafts: p.Telegram,
+		Drafts: p.Telegram, Guard: operations.Guard(),
 		Menu: func(ctx context.Context, owner int64) error {
 			return p.Telegram.SetCommandMenu(ctx, owner, ownerMenu())
 		},
@@ -556,7 +560,11 @@ func NewHost(ctx context.Context, cfg config.Config, p Parts, log *slog.Logger) 
 
 // NewRunner is the runner serve builds on p, as cfg says, answering its
 // sockets through operations; `clawpen run` builds its own with it.
-func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Logger) *runner.Runner {
+func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Logger) (*runner.Runner, error) {
+	roots, err := UpstreamRoots(cfg)
+	if err != nil {
+		return nil, err
+	}
 	limits := sandbox.DefaultLimits
 	limits.Timeout = cfg.AgentTimeout
 	limits.DiskBytes = cfg.DiskMB << 20
@@ -569,12 +577,15 @@ func NewRunner(cfg config.Config, p Parts, operations *ops.Service, log *slog.Lo
 			OpenAI:    hostsock.Upstream{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey},
 			MaxTokens: cfg.MaxTokens,
 			Egress:    hostsock.EgressLimits{MaxBytes: cfg.EgressMB << 20},
+			Getenv:    cfg.HostEnv, UpstreamRoots: roots,
 		},
-		Ops: operations, Mounts: p.Mounts, Audit: countedAudit(p.Store.Audit, p.Metrics),
+		SystemRoots: SystemRootsPEM(),
+		Ops:         operations, Mounts: p.Mounts, Audit: countedAudit(p.Store.Audit, p.Metrics),
 		Profile: func(name string) (domain.Profile, error) { return config.ResolveProfile(cfg.Profiles, name) },
 		Usage:   countedUsage{p.Store, p.Metrics}, Now: cfg.UsageNow, TZ: cfg.TZ,
-		Warm: runner.WarmConfig{Size: cfg.Warm, Idle: cfg.WarmIdle, Group: p.Store.GroupByFolder},
-	}, p.Sandbox)
+		Warm:  runner.WarmConfig{Size: cfg.Warm, Idle: cfg.WarmIdle, Group: p.Store.GroupByFolder},
+		Guard: operations.Guard(),
+	}, p.Sandbox), nil
 }
 
 // Run serves until ctx is done: the router (its queues and delivery), the

@@ -115,6 +115,9 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 	if f, ok := toolsFinding(cfg); ok {
 		fs = append(fs, f)
 	}
+	if f, ok := credentialsFinding(cfg); ok {
+		fs = append(fs, f)
+	}
 	for _, name := range cfg.PassEnv {
 		if config.LooksSecret(name) {
 			add("env", Warn, fmt.Sprintf("CLAWPEN_SANDBOX_ENV lists %s, which looks like a secret; it is NOT passed into sandboxes", name),

@@ -59,3 +59,35 @@ func TestProfilesFinding(t *testing.T) {
 	setGroups(domain.Group{ChatID: -1, Folder: "family"})
 	check(Fail, `field "cpus"`, "only the built-in default can be used")
 }
+
+// doctor says whether credential injection can work: the upstream CA file
+// holds certificates, the variables credentials name are set.
+func TestCredentialsFinding(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"CLAWPEN_PROFILES": filepath.Join(dir, "profiles.json"), "CLAWPEN_DATA_DIR": filepath.Join(dir, "data")}
+	cfgOf := func() config.Config {
+		c, err := config.FromEnv(func(k string) string { return env[k] })
+		require.NoError(t, err)
+		return c
+	}
+	_, shown := credentialsFinding(cfgOf())
+	assert.False(t, shown, "nothing to say without credentials")
+
+	require.NoError(t, os.WriteFile(env["CLAWPEN_PROFILES"], []byte(`{"profiles":{"gh":{"network":"allowlist","egress":["api.github.com"],
+		"credentials":[{"host":"api.github.com","header":"Authorization","value":"Bearer ${GH_DOCTOR_TOKEN}"}]}}}`), 0o600))
+	f, shown := credentialsFinding(cfgOf())
+	require.True(t, shown)
+	assert.Equal(t, Warn, f.Verdict)
+	assert.Contains(t, f.Detail, "profile gh, Authorization for api.github.com:443: GH_DOCTOR_TOKEN is not set")
+
+	env["GH_DOCTOR_TOKEN"] = "ghp_doctor_value_123"
+	f, _ = credentialsFinding(cfgOf())
+	assert.Equal(t, OK, f.Verdict, f.Detail)
+	assert.NotContains(t, f.Detail, "ghp_doctor_value_123")
+
+	env["CLAWPEN_UPSTREAM_CA_FILE"] = filepath.Join(dir, "empty.pem")
+	require.NoError(t, os.WriteFile(env["CLAWPEN_UPSTREAM_CA_FILE"], []byte("not a certificate"), 0o600))
+	f, _ = credentialsFinding(cfgOf())
+	assert.Equal(t, Fail, f.Verdict)
+	assert.Contains(t, f.Detail, "holds no PEM certificate")
+}

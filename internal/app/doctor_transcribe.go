@@ -18,7 +18,7 @@ func transcriber(cfg config.Config) router.Transcriber {
 	case config.TranscribeOpenAI:
 		return transcribe.OpenAI{URL: cfg.TranscribeURL, Key: cfg.TranscribeKey, Model: cfg.TranscribeModel, Timeout: cfg.TranscribeTimeout}
 	case config.TranscribeCommand:
-		return transcribe.Command{Argv: cfg.TranscribeCmd, Timeout: cfg.TranscribeTimeout, Getenv: cfg.ToolEnv}
+		return transcribe.Command{Argv: cfg.TranscribeCmd, Timeout: cfg.TranscribeTimeout, Getenv: cfg.HostEnv}
 	}
 	return nil
 }
@@ -37,7 +37,7 @@ func transcriberFinding(ctx context.Context, cfg config.Config, hc *http.Client)
 		key := "no key"
 		switch {
 		case cfg.TranscribeKey == "":
-		case cfg.ToolEnv("CLAWPEN_TRANSCRIBE_KEY") != "":
+		case cfg.HostEnv("CLAWPEN_TRANSCRIBE_KEY") != "":
 			key = "the key in CLAWPEN_TRANSCRIBE_KEY"
 		default:
 			key = "the key in OPENAI_API_KEY"

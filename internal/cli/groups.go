@@ -69,9 +69,10 @@ func (s *session) ops(ctx context.Context) (*ops.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	td := tools.NewDir(s.cfg.ToolsDir)
 	return ops.New(ops.Config{Store: st, GroupsDir: s.cfg.GroupsDir, SandboxUser: app.SandboxRights(s.cfg.SandboxUser), Loc: s.cfg.TZ, MinInterval: s.cfg.MinInterval,
 		Mounts: app.MountPolicy(s.cfg, slog.New(slog.DiscardHandler)), Profiles: s.cfg.Profiles,
-		Tools: tools.NewDir(s.cfg.ToolsDir), ToolEnv: s.cfg.ToolEnv, Logger: s.log}), nil
+		Tools: td, ToolEnv: s.cfg.HostEnv, Guard: app.Guard(s.cfg, td), Logger: s.log}), nil
 }
 
 func groupsList(ctx context.Context, s *session, _ []string) error {

@@ -160,6 +160,7 @@ func profilesCheck(ctx context.Context, s *session, _ []string) error {
 	default:
 		fmt.Fprintf(s.stdout, "%s is valid: %s\n", s.cfg.Profiles, strings.Join(now.Names(), ", "))
 	}
+	errs = append(errs, credentialVars(now, s.cfg.HostEnv)...)
 	bad := now.Unusable(gs)
 	for _, g := range gs {
 		if err, ok := bad[g.Folder]; ok && now.Broken() == nil {
@@ -169,6 +170,22 @@ func profilesCheck(ctx context.Context, s *session, _ []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// credentialVars finds the variables the profiles' credentials name that
+// the host's environment does not set: requests to those hosts would be
+// refused.
+func credentialVars(now config.ProfilesNow, getenv func(string) string) []error {
+	var errs []error
+	for _, name := range now.Names() {
+		p, _ := now.Get(name)
+		for _, c := range p.Credentials {
+			if _, err := c.Expand(getenv); err != nil {
+				errs = append(errs, fmt.Errorf("profile %s: credential %s for %s: %w", name, c.Header, c.Authority(), err))
+			}
+		}
+	}
+	return errs
 }
 
 // hostLimits are the limits a profile that sets none gets, as serve sets them.

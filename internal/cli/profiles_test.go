@@ -63,3 +63,19 @@ func TestProfilesCommands(t *testing.T) {
 	code, _, _ = h.run("profiles", "check")
 	assert.Equal(t, 1, code, "the file itself is still broken")
 }
+
+// `profiles check` fails while a credential names a variable the host's
+// environment does not set, naming the profile, host and variable (never a
+// value), and passes once it is set.
+func TestProfilesCheckCredentialVariables(t *testing.T) {
+	h := newHost(t)
+	path := filepath.Join(h.dir, "profiles.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"profiles":{"gh":{"network":"allowlist","egress":["api.github.com"],
+		"credentials":[{"host":"api.github.com","header":"Authorization","value":"Bearer ${GH_TOKEN_TEST}"}]}}}`), 0o600))
+	code, _, errs := h.run("profiles", "check")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "profile gh: credential Authorization for api.github.com:443: GH_TOKEN_TEST is not set in the host's environment")
+	h.env["GH_TOKEN_TEST"] = "ghp_secretvalue123"
+	out := h.ok("profiles", "check")
+	assert.NotContains(t, out, "ghp_secretvalue123")
+}

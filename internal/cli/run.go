@@ -68,8 +68,11 @@ func runCmd(ctx context.Context, s *session, args []string) error {
 	if why := app.Unavailable(sb); why != nil {
 		return refuse(fmt.Errorf("refusing to run unsandboxed: %w", why))
 	}
-	r := app.NewRunner(s.cfg, app.Parts{Store: st, Sandbox: sb, RunAsUID: uid, RunAsGID: gid,
+	r, err := app.NewRunner(s.cfg, app.Parts{Store: st, Sandbox: sb, RunAsUID: uid, RunAsGID: gid,
 		Mounts: app.MountPolicy(s.cfg, s.log)}, operations, s.log)
+	if err != nil {
+		return err
+	}
 
 	stdio, restore, err := s.stdio()
 	if err != nil {

@@ -53,8 +53,12 @@ type Config struct {
 	// ToolsDir (CLAWPEN_TOOLS_DIR) holds the owner's bridge tool
 	// definitions, read again when they change; never mounted.
 	ToolsDir string
-	// getenv is where the host's environment is read: bridge tools name
-	// the variables their process gets (ToolEnv).
+	// UpstreamCAFile (CLAWPEN_UPSTREAM_CA_FILE) holds PEM certificates the
+	// host trusts, beside the system roots, for upstreams it injects
+	// credentials for; "": the system roots only.
+	UpstreamCAFile string
+	// getenv is where the host's environment is read: bridge tools and
+	// credentials name the variables they need (HostEnv).
 	getenv func(string) string
 
 	MaxConcurrent int
@@ -239,6 +243,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		MountAllowlist:   get("CLAWPEN_MOUNT_ALLOWLIST", "~/.config/clawpen/mount-allowlist.json"),
 		Profiles:         get("CLAWPEN_PROFILES", "~/.config/clawpen/profiles.json"),
 		ToolsDir:         get("CLAWPEN_TOOLS_DIR", "~/.config/clawpen/tools"),
+		UpstreamCAFile:   get("CLAWPEN_UPSTREAM_CA_FILE", ""),
 		getenv:           getenv,
 		AnthropicKey:     get("ANTHROPIC_API_KEY", ""),
 		AnthropicBaseURL: strings.TrimRight(get("ANTHROPIC_BASE_URL", DefaultAnthropicURL), "/"),
@@ -483,6 +488,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c.MountAllowlist = ExpandHome(c.MountAllowlist)
 	c.Profiles = ExpandHome(c.Profiles)
 	c.ToolsDir = ExpandHome(c.ToolsDir)
+	c.UpstreamCAFile = ExpandHome(c.UpstreamCAFile)
 	errs = append(errs, c.hostRoot(get("CLAWPEN_ROOT", ""), get("CLAWPEN_HOST_ROOT", ""))...)
 	return c, errors.Join(errs...)
 }
@@ -541,10 +547,11 @@ func (c *Config) transcriber(get func(name, def string) string) []error {
 	return errs
 }
 
-// ToolEnv is the host's value of name, for a bridge tool's process, whose
-// definition lists the variables it gets: they are not known when the
-// configuration is read, so it keeps the environment it was read from.
-func (c Config) ToolEnv(name string) string {
+// HostEnv is the host's value of name, for a bridge tool's process or a
+// profile's credential, which name the variables they need: those are not
+// known when the configuration is read, so it keeps the environment it was
+// read from.
+func (c Config) HostEnv(name string) string {
 	if c.getenv == nil {
 		return ""
 	}

@@ -336,14 +336,14 @@ func TestHostRoot(t *testing.T) {
 
 // CLAWPEN_TOOLS_DIR defaults under $HOME; a tool's listed variables are
 // read from the environment the configuration came from, and only then.
-func TestToolsDirAndToolEnv(t *testing.T) {
+func TestToolsDirAndHostEnv(t *testing.T) {
 	t.Setenv("HOME", "/home/owner")
 	c, err := FromEnv(env(map[string]string{"WEB_SEARCH_KEY": "k1"}))
 	require.NoError(t, err)
 	assert.Equal(t, "/home/owner/.config/clawpen/tools", c.ToolsDir)
-	assert.Equal(t, "k1", c.ToolEnv("WEB_SEARCH_KEY"))
-	assert.Equal(t, "", c.ToolEnv("UNSET_VAR"))
-	assert.Equal(t, "", Config{}.ToolEnv("WEB_SEARCH_KEY"), "a Config not read from an environment gives none")
+	assert.Equal(t, "k1", c.HostEnv("WEB_SEARCH_KEY"))
+	assert.Equal(t, "", c.HostEnv("UNSET_VAR"))
+	assert.Equal(t, "", Config{}.HostEnv("WEB_SEARCH_KEY"), "a Config not read from an environment gives none")
 
 	c, err = FromEnv(env(map[string]string{"CLAWPEN_TOOLS_DIR": "/etc/clawpen/tools"}))
 	require.NoError(t, err)

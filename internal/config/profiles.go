@@ -47,6 +47,7 @@ const (
 	maxDiskMB       = 1 << 24
 	maxEgress       = 256
 	maxTools        = 256
+	maxCredentials  = 64
 )
 
 var (
@@ -134,6 +135,11 @@ func parseProfile(raw jsontext.Value) (domain.Profile, error) {
 	if p.EgressAsk && !p.HasNetwork() {
 		return p, errors.New(`field "egress_ask": true, but "network" is not "allowlist"`)
 	}
+	for _, c := range p.Credentials {
+		if !egressAllows(p.Egress, c.Host, c.Port) {
+			return p, fmt.Errorf(`field "credentials": %s is not allowed by "egress": list it there too`, c.Authority())
+		}
+	}
 	return p, nil
 }
 
@@ -216,8 +222,10 @@ func setField(p *domain.Profile, key string, raw jsontext.Value) error {
 			return fmt.Errorf("%s: want true or false", raw)
 		}
 		p.NoTranscribe = !on
+	case "credentials":
+		return parseCredentials(raw, p)
 	default:
-		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe)")
+		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe, credentials)")
 	}
 	return nil
 }

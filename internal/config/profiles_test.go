@@ -46,6 +46,42 @@ func TestParseProfiles(t *testing.T) {
 		{name: "timeout number", file: `{"profiles":{"a":{"timeout":600}}}`, errHas: `field "timeout"`},
 		{name: "timeout huge", file: `{"profiles":{"a":{"timeout":"100h"}}}`, errHas: `field "timeout": "100h"`},
 		{name: "tool name", file: `{"profiles":{"a":{"tools":["rm -rf"]}}}`, errHas: `field "tools"`},
+		{name: "credentials", file: `{"profiles":{"a":{"network":"allowlist","egress":["*.github.com:443","127.0.0.2:8443","[::1]:9443"],"credentials":[
+			{"host":"api.github.com","header":"authorization","value":"Bearer ${GITHUB_TOKEN}"},
+			{"host":"127.0.0.2:8443","header":"X-Api-Key","value":"${A}-${B_2}"},
+			{"host":"[::1]:9443","header":"X-Key","value":"${A}"}]}}}`,
+			want: map[string]domain.Profile{"a": {Name: "a", Network: "allowlist", Egress: []string{"*.github.com:443", "127.0.0.2:8443", "[::1]:9443"},
+				Credentials: []domain.Credential{
+					{Host: "api.github.com", Port: 443, Header: "Authorization", Value: "Bearer ${GITHUB_TOKEN}"},
+					{Host: "127.0.0.2", Port: 8443, Header: "X-Api-Key", Value: "${A}-${B_2}"},
+					{Host: "::1", Port: 9443, Header: "X-Key", Value: "${A}"}}}}},
+		{name: "credential host not in egress", file: `{"profiles":{"a":{"network":"allowlist","egress":["github.com"],"credentials":[{"host":"api.github.com","header":"X","value":"${T}"}]}}}`,
+			errHas: `api.github.com:443 is not allowed by "egress"`},
+		{name: "credential port not in egress", file: `{"profiles":{"a":{"network":"allowlist","egress":["127.0.0.2:8443"],"credentials":[{"host":"127.0.0.2","header":"X","value":"${T}"}]}}}`,
+			errHas: `127.0.0.2:443 is not allowed`},
+		{name: "credential without network", file: `{"profiles":{"a":{"credentials":[{"host":"x.org","header":"X","value":"${T}"}]}}}`, errHas: `x.org:443 is not allowed`},
+		{name: "credential literal secret", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X","value":"Bearer abc"}]}}}`,
+			errHas: "names no variable"},
+		{name: "credential bad variable", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X","value":"$T"}]}}}`,
+			errHas: "${NAME}"},
+		{name: "credential newline", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X","value":"${T}\r\nX: y"}]}}}`,
+			errHas: "printable ASCII"},
+		{name: "credential host header", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"host","value":"${T}"}]}}}`,
+			errHas: "frames or routes"},
+		{name: "credential proxy header", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"Proxy-Authorization","value":"${T}"}]}}}`,
+			errHas: "frames or routes"},
+		{name: "credential bad header", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X Y","value":"${T}"}]}}}`,
+			errHas: "want a header name"},
+		{name: "credential twice", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X","value":"${T}"},{"host":"x.org:443","header":"x","value":"${U}"}]}}}`,
+			errHas: "given twice"},
+		{name: "credential wildcard", file: `{"profiles":{"a":{"network":"allowlist","egress":["*.x.org"],"credentials":[{"host":"*.x.org","header":"X","value":"${T}"}]}}}`,
+			errHas: "no wildcard"},
+		{name: "credential trailing dot", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org.","header":"X","value":"${T}"}]}}}`,
+			errHas: "not a host name label"},
+		{name: "credential upper case", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"X.org","header":"X","value":"${T}"}]}}}`,
+			errHas: "lower case"},
+		{name: "credential unknown member", file: `{"profiles":{"a":{"network":"allowlist","egress":["x.org"],"credentials":[{"host":"x.org","header":"X","value":"${T}","path":"/"}]}}}`,
+			errHas: `field "credentials"`},
 		{name: "tokens negative", file: `{"profiles":{"a":{"daily_tokens":-1}}}`, errHas: `field "daily_tokens"`},
 		{name: "egress_ask", file: `{"profiles":{"a":{"network":"allowlist","egress_ask":true}}}`,
 			want: map[string]domain.Profile{"a": {Name: "a", Network: "allowlist", EgressAsk: true}}},
@@ -110,6 +146,7 @@ func FuzzParseProfiles(f *testing.F) {
 	f.Add([]byte(`{"profiles":{"research":{"network":"allowlist","egress":["*.github.com:443"],"cpus":1.5,"timeout":"15m"}}}`))
 	f.Add([]byte(`{"profiles":{"a":{"memory_mb":64,"daily_tokens":1}}}`))
 	f.Add([]byte(`{"profiles":{"a":{"egress":["[::1]:80"]}}}`))
+	f.Add([]byte(`{"profiles":{"a":{"network":"allowlist","egress":["*.x.org:443","127.0.0.2:8443"],"credentials":[{"host":"api.x.org","header":"authorization","value":"Bearer ${T}"},{"host":"127.0.0.2:8443","header":"X-K","value":"${A}${B}"}]}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := ParseProfiles(data)
 		if err != nil {
@@ -124,6 +161,12 @@ func FuzzParseProfiles(f *testing.F) {
 			}
 			if len(p.Egress) > 0 && !p.HasNetwork() {
 				t.Fatalf("profile %q: egress without network accepted", name)
+			}
+			for _, c := range p.Credentials {
+				if !egressAllows(p.Egress, c.Host, c.Port) || domain.ParseTemplate(c.Value) != nil || len(c.Vars()) == 0 ||
+					reservedHeaders[c.Header] || strings.ContainsAny(c.Host, "*[] ") || strings.HasSuffix(c.Host, ".") {
+					t.Fatalf("profile %q: credential %+v accepted", name, c)
+				}
 			}
 		}
 	})

@@ -22,6 +22,9 @@ const (
 	ExtraPath  = "/workspace/extra" // + "/<name>"
 	HomePath   = "/home/agent"
 	SocketPath = "/run/clawpen/host.sock"
+	// CABundlePath is where a sandbox whose profile holds credentials
+	// finds the roots it trusts: the system's and its run's CA.
+	CABundlePath = "/run/clawpen/ca-certificates.crt"
 	// EgressProxyAddr is where clawpen-agent listens, in the sandbox's own
 	// network namespace, when the job has Egress; HTTP_PROXY points there.
 	EgressProxyAddr = "127.0.0.1:3128"

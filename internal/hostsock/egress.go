@@ -1,7 +1,9 @@
 package hostsock
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/leakguard"
 )
 
 // The egress proxy (DESIGN.md, "Egress proxy"): clawpen-agent relays each
@@ -81,6 +84,15 @@ type egress struct {
 	total    atomic.Int64
 	budget   atomic.Int64 // bytes left
 	cutOnce  sync.Once
+	// Credential injection (inject.go): the run's credentials and CA (nil
+	// without credentials), the variables they name, the roots upstreams
+	// are verified against (nil: the system's); guard refuses requests
+	// that carry a secret of the host's.
+	creds  []domain.Credential
+	ca     *runCA
+	getenv func(string) string
+	roots  *x509.CertPool
+	guard  *leakguard.Guard
 
 	mu         sync.Mutex
 	conns      map[net.Conn]struct{} // open connections, both sides: Close cuts them
@@ -103,6 +115,10 @@ func newEgress(s *Server, cfg Config) *egress {
 		e.ask = cfg.AskEgress
 	}
 	e.budget.Store(lim.MaxBytes)
+	e.getenv, e.roots, e.guard = cfg.Getenv, cfg.UpstreamRoots, cfg.Guard
+	if e.getenv == nil {
+		e.getenv = func(string) string { return "" }
+	}
 	var errs []error
 	e.policy, errs = newEgressPolicy(cfg.Profile.HasNetwork(), cfg.Profile.Egress)
 	for _, err := range errs {
@@ -160,6 +176,15 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		e.refuse(w, connect, http.StatusForbidden, t.String(), "this group's sandbox profile has no network")
 		return
 	}
+	if reason := e.secretIn(r); reason != "" {
+		e.refuse(w, connect, http.StatusForbidden, t.String(), reason)
+		return
+	}
+	creds := e.credentialsFor(t)
+	if err := strictTarget(r, creds); err != nil && connect {
+		e.refuse(w, connect, http.StatusForbidden, quoteTarget(r.RequestURI), err.Error())
+		return
+	}
 	if !e.open.TryAcquire(1) {
 		e.refuse(w, connect, http.StatusTooManyRequests, t.String(), fmt.Sprintf("more than %d egress connections at once in this run", e.lim.MaxConns))
 		return
@@ -192,11 +217,28 @@ func (e *egress) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.record("allow", t.String(), fmt.Sprintf("%s %s: allowed by %q, connected to %s", requestKind(connect), t, rule.text, up.RemoteAddr()))
-	if connect {
+	switch {
+	case connect && len(creds) > 0:
+		e.intercept(w, up, addrs, t, creds)
+	case connect:
 		e.tunnel(w, up)
-	} else {
+	default:
 		e.forward(w, r, t, up)
 	}
+}
+
+// secretIn says why r, as far as the host reads it (the request line and
+// headers; a plain request's body is read as it is forwarded), may not
+// leave: a secret of the host's in it. The CONNECT target counts, since
+// the host resolves it: a name is a DNS query.
+func (e *egress) secretIn(r *http.Request) string {
+	var head bytes.Buffer
+	head.WriteString(r.Method + " " + r.RequestURI + "\r\n")
+	_ = r.Header.Write(&head)
+	if f := e.guard.Scan(head.Bytes()); f.Found() {
+		return "secret in request (" + f.String() + ")"
+	}
+	return ""
 }
 
 func requestKind(connect bool) string {
@@ -299,6 +341,8 @@ func (e *egress) forward(w http.ResponseWriter, r *http.Request, t egressTarget,
 	}
 	// An upgrade would turn this request into a tunnel the check never saw.
 	r.Header.Del("Upgrade")
+	body := &guardedBody{r: e.guard.Reader(r.Body), c: r.Body}
+	r.Body = body
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			out := pr.Out
@@ -311,10 +355,16 @@ func (e *egress) forward(w http.ResponseWriter, r *http.Request, t egressTarget,
 			}
 			out.Header.Del("Upgrade")
 		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(e.s.log.Handler(), slog.LevelDebug), // a cut transfer is recorded once, by cut
+		Transport:      tr,
+		FlushInterval:  -1,
+		ErrorLog:       slog.NewLogLogger(e.s.log.Handler(), slog.LevelDebug), // a cut transfer is recorded once, by cut
+		ModifyResponse: func(*http.Response) error { return body.secret() },
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if serr := body.secret(); serr != nil {
+				e.record("deny", t.String(), fmt.Sprintf("HTTP %s: secret in request (%s)", t, leakguard.How(serr)))
+				writeError(w, http.StatusForbidden, "denied: secret in request")
+				return
+			}
 			if r.Context().Err() == nil {
 				writeError(w, http.StatusBadGateway, fmt.Sprintf("%s: %v", t, errors.Unwrap(err)))
 			}
@@ -386,6 +436,10 @@ func quoteTarget(s string) string {
 // quoted when odd; "" for the run as a whole) to the log and the audit log;
 // past maxEgressAudited a run's decisions are counted instead (see close).
 func (e *egress) record(decision, target, reason string) {
+	// What the sandbox named may hold a secret of the host's (a refused
+	// request's path or host name): the log never does.
+	target, _ = e.guard.Redact(target)
+	reason, _ = e.guard.Redact(reason)
 	e.mu.Lock()
 	e.audited++
 	first := e.audited <= maxEgressAudited

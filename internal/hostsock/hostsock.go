@@ -10,6 +10,7 @@ package hostsock
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/leakguard"
 )
 
 // IPCFunc handles POST /ipc/<op> for the caller the socket was made for.
@@ -104,6 +106,14 @@ type Config struct {
 	// or the owner's earlier "allow for the group". It answers who allowed
 	// it, or an error whose text follows "denied: ".
 	AskEgress func(ctx context.Context, host string, port int) (string, error)
+	// Getenv reads the host's variables that the profile's credentials
+	// name, at each request (nil: none is set, and a credential's request
+	// is refused). UpstreamRoots are the roots an upstream the host injects
+	// a credential for is verified against (nil: the system's). Guard finds
+	// the host's secrets in egress requests the host reads (nil: none).
+	Getenv        func(string) string
+	UpstreamRoots *x509.CertPool
+	Guard         *leakguard.Guard
 	// Client supplies the Transport for upstream requests (default
 	// http.DefaultTransport); its redirect and timeout settings are not used,
 	// since a proxy must not follow redirects and streams can be long.
@@ -182,6 +192,12 @@ func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, er
 	}
 	s.proxies = s.newProxies()
 	s.egress = newEgress(s, cfg)
+	if cfg.Profile.HasNetwork() && len(cfg.Profile.Credentials) > 0 {
+		if s.egress.ca, err = newRunCA(cfg.Profile.Credentials, time.Now()); err != nil {
+			return nil, err
+		}
+		s.egress.creds = cfg.Profile.Credentials
+	}
 
 	ln, err := listenPrivate(path, uid, gid)
 	if err != nil {
@@ -280,6 +296,16 @@ func listenPrivate(path string, uid, gid int) (net.Listener, error) {
 		return fail(fmt.Errorf("move socket into place: %w", err))
 	}
 	return ln, nil
+}
+
+// RunCA is the PEM certificate of the run's CA, which signs the hosts the
+// profile holds credentials for, for the sandbox to trust; nil without
+// credentials.
+func (s *Server) RunCA() []byte {
+	if s.egress.ca == nil {
+		return nil
+	}
+	return s.egress.ca.certPEM
 }
 
 // Path is the socket's host path.

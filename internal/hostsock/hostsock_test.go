@@ -49,7 +49,7 @@ func socketClient(path string) *http.Client {
 	}}
 }
 
-func listen(t *testing.T, cfg Config) (*Server, *http.Client) {
+func listen(t testing.TB, cfg Config) (*Server, *http.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := Listen(filepath.Join(dir, "sockets", "inv-1.sock"), -1, -1, teamID, cfg)

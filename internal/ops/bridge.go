@@ -125,6 +125,12 @@ func (s *Service) HostTool(ctx context.Context, c domain.Caller, name string, ar
 			s.cfg.Tools.Record(name, started, outcome)
 		}
 		s.auditCall(auditCtx, st, fmt.Sprintf("tool %s args sha256:%s %s in %s", name, tc.Digest, outcome, res.Duration.Round(time.Millisecond)))
+		if !st.owner {
+			// The tool's env may have changed since the run began.
+			s.cfg.Guard.Refresh()
+			res.Stdout = s.redact(auditCtx, c.Group, "the stdout of bridge tool "+name, res.Stdout)
+			res.Stderr = s.redact(auditCtx, c.Group, "the stderr of bridge tool "+name, res.Stderr)
+		}
 		return res, err
 	})
 }
@@ -222,4 +228,18 @@ func (s *Service) Tools(ctx context.Context) ([]ToolView, []tools.Problem, error
 		views = append(views, v)
 	}
 	return views, set.Problems, nil
+}
+
+// redact is text with the host's secrets replaced (leakguard); a find is
+// audited as going to where.
+func (s *Service) redact(ctx context.Context, group, where, text string) string {
+	out, f := s.cfg.Guard.Redact(text)
+	if f.Found() {
+		reason := fmt.Sprintf("redacted %s from %s", f, where)
+		s.cfg.Logger.Warn("leak guard", "group", group, "reason", reason)
+		if err := s.cfg.Store.Audit(context.WithoutCancel(ctx), domain.AuditEntry{Time: s.cfg.Now(), Group: group, Operation: "leakguard", Decision: "deny", Reason: reason}); err != nil {
+			s.cfg.Logger.Error("write audit log", "err", err)
+		}
+	}
+	return out
 }

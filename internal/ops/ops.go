@@ -22,6 +22,7 @@ import (
 	"github.com/clawpen/clawpen/internal/approval"
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/leakguard"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/scheduler"
@@ -77,8 +78,11 @@ type Config struct {
 	// press (tools marked for approval, egress under egress_ask); nil
 	// refuses them all.
 	Approvals *approval.Broker
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Guard finds the host's secrets in what an agent sends to a chat and
+	// in bridge tool output before the agent gets it; nil: none looked for.
+	Guard  *leakguard.Guard
+	Logger *slog.Logger
+	Now    func() time.Time
 	// Refused, when set, hears of every agent request refused (denied or
 	// unreadable), also those the audit budget counts rather than writes:
 	// the host's metrics.
@@ -335,6 +339,8 @@ func (s *Service) SendMessage(ctx context.Context, c domain.Caller, text string,
 		if err := authorize(c, SendMessage, Target{ChatID: target, ChatRegistered: registered}); err != nil {
 			return 0, err
 		}
+		// Redacted whole, before the split could cut a secret in two.
+		text = s.redact(ctx, c.Group, fmt.Sprintf("send_message to chat %d", target), text)
 		var out []domain.Outgoing
 		for _, chunk := range markup.Messages(text, markup.MaxMessageLen) {
 			out = append(out, domain.Outgoing{ChatID: target, Text: chunk, Created: s.cfg.Now()})
@@ -345,6 +351,10 @@ func (s *Service) SendMessage(ctx context.Context, c domain.Caller, text string,
 		return target, nil
 	})
 }
+
+// Guard is the leak guard the service redacts with (nil: none), for the
+// parts of the host that share it.
+func (s *Service) Guard() *leakguard.Guard { return s.cfg.Guard }
 
 // ScheduleTask creates t (its prompt, schedule and context mode; "" is
 // group) for the group t.Group, with its first run.

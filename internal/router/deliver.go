@@ -290,6 +290,13 @@ func (r *Router) send(parent context.Context, o domain.Outgoing) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), grace)
 	defer cancel()
+	// The last look before Telegram: whatever queued the row.
+	o.Text = r.redactRow(ctx, o)
+	if o.Kind != "" {
+		if data = r.guardFile(ctx, o, data); data == nil {
+			o.Kind, o.Text = "", withheldFile(o.FileName)
+		}
+	}
 	one := func(chatID int64) error {
 		if o.Kind != "" {
 			return r.cfg.Messenger.SendFile(ctx, chatID, o.ThreadID, o.Kind, o.FileName, data, o.Text)

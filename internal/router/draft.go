@@ -129,8 +129,13 @@ func (r *Router) startDraft(ctx context.Context, g domain.Group, thread int, dra
 	if r.cfg.Drafts == nil || !g.IsMain() || draftID == 0 {
 		return nil
 	}
+	audited := false // one goroutine sends: no lock
 	d := newLiveDraft(func(ctx context.Context, text string) error {
-		return r.cfg.Drafts.Draft(ctx, g.ChatID, thread, draftID, draftPart(text))
+		shown := r.draftText(ctx, g, text, &audited)
+		if shown == "" {
+			return nil // all of it may still become a secret: the next draft shows it
+		}
+		return r.cfg.Drafts.Draft(ctx, g.ChatID, thread, draftID, draftPart(shown))
 	}, r.log.With("group", g.Folder))
 	d.start(ctx)
 	return d

@@ -20,6 +20,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
+	"github.com/clawpen/clawpen/internal/leakguard"
 	"github.com/clawpen/clawpen/internal/markup"
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/ops"
@@ -109,6 +110,9 @@ type Config struct {
 	// chat only (0: in none). Called at start and when the owner pairs;
 	// nil: not set.
 	Menu func(ctx context.Context, ownerChat int64) error
+	// Guard finds the host's secrets in what is sent (leakguard.go); nil:
+	// nothing is looked for.
+	Guard *leakguard.Guard
 }
 
 // Observer hears what the router did. Kinds of inbound messages: "main",
@@ -529,6 +533,7 @@ func (r *Router) pending(ctx context.Context, folder string) error {
 		if draft != nil {
 			draft.stop()
 		}
+		text = r.redact(ctx, folder, fmt.Sprintf("the answer to chat %d", g.ChatID), text)
 		if _, err := r.cfg.Store.CompleteRun(ctx, folder, msgs[last].Seq, outgoing(g.ChatID, thread, text)); err != nil {
 			recordErr = fmt.Errorf("complete run of %q: %w", folder, err)
 		}

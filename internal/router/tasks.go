@@ -37,6 +37,9 @@ func (r *Router) runTask(ctx context.Context, t domain.Task) error {
 		return ctx.Err() // shutting down: not a failure of the task
 	}
 	run.Duration = time.Since(start)
+	if err == nil {
+		ans.Text = r.redact(ctx, t.Group, fmt.Sprintf("the result of task %d", t.ID), ans.Text)
+	}
 	if err != nil {
 		// The log keeps the host's words only: /tasks shows it to the owner.
 		run.Status, run.Error = "error", failure(err)

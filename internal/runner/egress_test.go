@@ -20,3 +20,13 @@ func TestEgressEnv(t *testing.T) {
 	}, with)
 	assert.Equal(t, map[string]string{"TZ": "UTC"}, base, "the shared environment is not changed")
 }
+
+func TestCAEnv(t *testing.T) {
+	base := map[string]string{"TZ": "UTC"}
+	assert.Equal(t, base, caEnv(base, ""), "no credentials: the sandbox keeps its own roots")
+	with := caEnv(base, "/host/run/ca-certificates.crt")
+	for _, k := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"} {
+		assert.Equal(t, domain.CABundlePath, with[k], k)
+	}
+	assert.Equal(t, map[string]string{"TZ": "UTC"}, base, "the shared environment is not changed")
+}

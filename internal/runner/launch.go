@@ -125,11 +125,18 @@ func (r *Runner) launch(base context.Context, v view, cmd []string, stdio *sandb
 	hcfg.Profile = v.prof
 	hcfg.Usage, hcfg.Now, hcfg.TZ = r.cfg.Usage, r.cfg.Now, r.cfg.TZ
 	hcfg.Logger = r.cfg.Logger
+	hcfg.Guard = r.cfg.Guard
 	// The proxy sends the group's model, whatever the agent asks for.
 	hcfg.Model = r.model(v.prof)
 	srv, err := hostsock.Listen(sock, r.cfg.RunAsUID, r.cfg.RunAsGID, g.Caller(inv), hcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open host socket for %q: %w", folder, err)
+	}
+	bundle, err := r.caBundle(srv)
+	if err != nil {
+		_ = srv.Close()
+		_ = os.RemoveAll(filepath.Dir(sock))
+		return nil, fmt.Errorf("run for %q: %w", folder, err)
 	}
 	ctx, stop := context.WithCancelCause(base)
 	sr := &sandboxRun{
@@ -149,7 +156,7 @@ func (r *Runner) launch(base context.Context, v view, cmd []string, stdio *sandb
 		InvocationID: inv, Group: folder, IsMain: g.IsMain(),
 		GroupDir: filepath.Join(r.cfg.GroupsDir, folder), GlobalDir: filepath.Join(r.cfg.GroupsDir, domain.GlobalFolder),
 		GlobalWritable: g.IsMain(), SessionDir: SessionDir(r.cfg.DataDir, folder), SocketPath: srv.Path(),
-		Extra: v.extra, Env: egressEnv(r.cfg.Env, v.prof), Stdout: io.MultiWriter(sr.out, sr.early),
+		Extra: v.extra, Env: caEnv(egressEnv(r.cfg.Env, v.prof), bundle), CABundle: bundle, Stdout: io.MultiWriter(sr.out, sr.early),
 		Limits: v.limits, Command: cmd, Stdio: stdio,
 	}
 	if cmd == nil {

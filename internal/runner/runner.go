@@ -23,6 +23,7 @@ import (
 	"github.com/clawpen/clawpen/internal/beneath"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/hostsock"
+	"github.com/clawpen/clawpen/internal/leakguard"
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/ops"
 	"github.com/clawpen/clawpen/internal/sandbox"
@@ -133,6 +134,13 @@ type Config struct {
 	// Size turns it off.
 	Warm   WarmConfig
 	Logger *slog.Logger
+	// Guard finds the host's secrets in prompts before a sandbox gets them,
+	// and in what its egress proxy reads; it is refreshed at each run (the
+	// profiles and tools as they are then). nil: none looked for.
+	Guard *leakguard.Guard
+	// SystemRoots is the host's system roots as PEM: with the run's CA, the
+	// bundle a sandbox whose profile holds credentials trusts.
+	SystemRoots []byte
 }
 
 // Runner is safe for concurrent use by different groups.
@@ -257,6 +265,8 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 	if err != nil {
 		return Answer{}, err
 	}
+	r.cfg.Guard.Refresh()
+	req.Prompt = r.redactPrompt(ctx, req)
 	if err := r.checkBudget(ctx, req.Group, v.prof); err != nil {
 		return Answer{}, fmt.Errorf("run for %q: %w", folder, err)
 	}
@@ -413,6 +423,20 @@ func (r *Runner) job(req Request, inv string, prof domain.Profile, archived bool
 		return nil, fmt.Errorf("encode job: %w", err)
 	}
 	return b, nil
+}
+
+// redactPrompt is req's prompt with the host's secrets replaced: what
+// users wrote and what tasks hold reaches a sandbox without them.
+func (r *Runner) redactPrompt(ctx context.Context, req Request) string {
+	out, f := r.cfg.Guard.Redact(req.Prompt)
+	if f.Found() {
+		reason := fmt.Sprintf("redacted %s from the prompt of a run", f)
+		r.cfg.Logger.Warn("leak guard", "group", req.Group.Folder, "reason", reason)
+		if r.cfg.Audit != nil {
+			_ = r.cfg.Audit(context.WithoutCancel(ctx), domain.AuditEntry{Time: time.Now(), Group: req.Group.Folder, Operation: "leakguard", Decision: "deny", Reason: reason})
+		}
+	}
+	return out
 }
 
 // execAnswer is what Exec tells of a command's sandbox run.

@@ -87,7 +87,10 @@ type Spec struct {
 	GlobalWritable bool   // main only
 	SessionDir     string // host path of data/sessions/<folder>, bound at /home/agent
 	SocketPath     string // host path of this invocation's socket
-	Extra          []Mount
+	// CABundle is the host path of a file bound read-only at
+	// domain.CABundlePath (the roots of a run with credentials); "": none.
+	CABundle string
+	Extra    []Mount
 
 	Env   map[string]string // already filtered through the environment allowlist
 	Stdin []byte            // the job

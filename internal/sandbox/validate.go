@@ -14,7 +14,7 @@ func (s Spec) Validate() error {
 	if s.GroupDir == "" {
 		return fmt.Errorf("spec has no GroupDir")
 	}
-	for _, p := range []string{s.GroupDir, s.GlobalDir, s.SessionDir, s.SocketPath} {
+	for _, p := range []string{s.GroupDir, s.GlobalDir, s.SessionDir, s.SocketPath, s.CABundle} {
 		if p != "" && !path.IsAbs(p) {
 			return fmt.Errorf("bind source %q is not an absolute path", p)
 		}

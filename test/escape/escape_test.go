@@ -3,6 +3,7 @@ package escape
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -55,6 +56,11 @@ type attack struct {
 	// refusedOK: the host refusing or failing the run counts as blocked;
 	// mustRefuse: only that counts.
 	refusedOK, mustRefuse bool
+	// leaks: the attack hands the sandbox a secret of the host's on
+	// purpose, to see it stopped on its way out; elsewhere the leak
+	// guard's finds are evidence (the sandbox held a secret, which the
+	// guard then hid from the answer).
+	leaks bool
 	// check looks at the host after the attack; it returns escape evidence.
 	check func(t *testing.T, e *env, out string) []string
 	wait  time.Duration
@@ -489,20 +495,22 @@ func hostProcs(needle string) []string {
 }
 
 func TestEscape(t *testing.T) {
+	extra := map[string]string{
+		"CLAWPEN_AGENT_TIMEOUT": "20s", // the never-exits attack is killed by this
+		"CLAWPEN_RETRY_BACKOFF": "100ms",
+		"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
+		"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
+		// The approval rows press within it; in one, nobody answers
+		// and the run outlives it (and pwn's 10 s client timeout).
+		"CLAWPEN_APPROVAL_TIMEOUT": "8s",
+		// voice_test.go: a slow transcription ends soon, a group may
+		// have a minute a day transcribed.
+		"CLAWPEN_TRANSCRIBE_TIMEOUT":       "5s",
+		"CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "1",
+	}
+	maps.Copy(extra, credHostEnv(t))
 	host := harness.New(t, harness.Options{Owner: true, AlsoOpenAI: true,
-		Extra: map[string]string{
-			"CLAWPEN_AGENT_TIMEOUT": "20s", // the never-exits attack is killed by this
-			"CLAWPEN_RETRY_BACKOFF": "100ms",
-			"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
-			"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
-			// The approval rows press within it; in one, nobody answers
-			// and the run outlives it (and pwn's 10 s client timeout).
-			"CLAWPEN_APPROVAL_TIMEOUT": "8s",
-			// voice_test.go: a slow transcription ends soon, a group may
-			// have a minute a day transcribed.
-			"CLAWPEN_TRANSCRIBE_TIMEOUT":       "5s",
-			"CLAWPEN_TRANSCRIBE_DAILY_MINUTES": "1",
-		},
+		Extra:        extra,
 		Transcribe:   true,
 		AllowedRoots: []harness.AllowedRoot{{Path: "shared", ReadWrite: true}},
 	})
@@ -593,6 +601,13 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 		"OTHER-GROUP-SECRET", "OTHER-SESSION-SECRET"}, a.bad...) {
 		if strings.Contains(out, bad) {
 			evidence = append(evidence, fmt.Sprintf("answer contains %q", bad))
+		}
+	}
+	if !a.leaks {
+		for l := range strings.Lines(h.AuditLog()) {
+			if strings.HasPrefix(l, e.folder+" leakguard ") || strings.HasPrefix(l, e.folder+" egress deny") && strings.Contains(l, "secret in request") {
+				evidence = append(evidence, "the leak guard stopped a secret of the host's on its way out of the sandbox: "+strings.TrimSpace(l))
+			}
 		}
 	}
 	if a.check != nil {

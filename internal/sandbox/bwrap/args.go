@@ -85,6 +85,7 @@ type fdLayout struct {
 	global int // -1 when no GlobalDir
 	home   int // -1 when no SessionDir
 	socket int // -1 when no SocketPath
+	bundle int // -1 when no CABundle
 	agent  int // -1 when a Command override is used
 	extra  []int
 	// writable[i][j] is the fd of spec.Extra[i].Writable[j]
@@ -104,7 +105,7 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 	l.info = take()
 	l.block = take()
 	l.group = take()
-	l.global, l.home, l.socket, l.agent = -1, -1, -1, -1
+	l.global, l.home, l.socket, l.bundle, l.agent = -1, -1, -1, -1, -1
 	if spec.GlobalDir != "" {
 		l.global = take()
 	}
@@ -113,6 +114,9 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 	}
 	if spec.SocketPath != "" {
 		l.socket = take()
+	}
+	if spec.CABundle != "" {
+		l.bundle = take()
 	}
 	if b.cfg.AgentBin != "" {
 		l.agent = take()
@@ -133,7 +137,7 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 
 // Args is the bubblewrap command line (without the bwrap binary itself) that Run
 // uses for spec. File descriptors from 3 on are referenced in a fixed order (etc
-// data, info, block, group, global, home, socket, agent, extras, seccomp, sync); Run opens and passes
+// data, info, block, group, global, home, socket, CA bundle, agent, extras, seccomp, sync); Run opens and passes
 // them. With no command the agent (or Config.Command) is run. Exported so a
 // benchmark can time clawpen's exact flags.
 func (b *Backend) Args(spec sandbox.Spec, command ...string) []string {
@@ -235,6 +239,9 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", path.Dir(domain.SocketPath))
 	if fds.socket >= 0 {
 		a = append(a, "--bind-fd", fd(fds.socket), domain.SocketPath)
+	}
+	if fds.bundle >= 0 {
+		a = append(a, "--ro-bind-fd", fd(fds.bundle), domain.CABundlePath)
 	}
 	if fds.agent >= 0 {
 		a = append(a,

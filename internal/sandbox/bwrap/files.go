@@ -156,6 +156,11 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 			return nil, err
 		}
 	}
+	if spec.CABundle != "" {
+		if err := open("CA bundle", spec.CABundle, false); err != nil {
+			return nil, err
+		}
+	}
 	if b.cfg.AgentBin != "" {
 		if err := open("agent binary", b.cfg.AgentBin, false); err != nil {
 			return nil, err

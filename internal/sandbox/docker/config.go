@@ -111,6 +111,9 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 	if spec.SocketPath != "" {
 		mounts = append(mounts, bind(spec.SocketPath, domain.SocketPath, false))
 	}
+	if spec.CABundle != "" {
+		mounts = append(mounts, bind(spec.CABundle, domain.CABundlePath, true))
+	}
 	for _, m := range spec.Extra {
 		dest := domain.ExtraPath + "/" + m.Name
 		mounts = append(mounts, bind(m.HostPath, dest, m.ReadOnly))

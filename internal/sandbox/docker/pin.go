@@ -75,6 +75,9 @@ func (b *Backend) pin(spec sandbox.Spec) (*pins, error) {
 	if err := add("host socket", spec.SocketPath, false); err != nil {
 		return p, err
 	}
+	if err := add("CA bundle", spec.CABundle, true); err != nil {
+		return p, err
+	}
 	for _, m := range spec.Extra {
 		if err := add("extra mount "+m.Name, m.HostPath, m.ReadOnly); err != nil {
 			return p, err
