@@ -253,14 +253,16 @@ func approvalAttacks() []attack {
 		// 60 calls from one run, 10 at a time, straight to the socket, and
 		// nobody answers: at most 3 questions wait for the owner at once,
 		// every other call is refused at once (without asking), the
-		// questions end in denials at the timeout, and nothing runs. (The
+		// questions end in denials at the timeout (8 s after each is sent,
+		// so the waiting calls may take 18 s, within the run's 20), and
+		// nothing runs. (The
 		// bound of 20 questions per run is a unit test's: at Telegram's
 		// pace of one message a second in the owner's chat, 20 questions
 		// take longer than this suite's runs may.)
 		{name: "approval-request-flood", setup: func(t *testing.T, e *env) {
 			approvalTool(t, e)
 		}, msg: func(e *env) string {
-			return bash("./pwn sock-flood -name AFLOOD -path /ipc/host_tool -n 60 -c 10 -body "+shq(fmt.Sprintf(`{"name":"appr_%s","args":{}}`, e.folder)), 60)
+			return bash("./pwn sock-flood -name AFLOOD -timeout 18s -path /ipc/host_tool -n 60 -c 10 -body "+shq(fmt.Sprintf(`{"name":"appr_%s","args":{}}`, e.folder)), 60)
 		}, want: []string{"AFLOOD=HELD", "403:"},
 			check: func(t *testing.T, e *env, out string) []string {
 				var ev []string

@@ -501,7 +501,7 @@ func TestEscape(t *testing.T) {
 		"CLAWPEN_DISK_MB":       fmt.Sprint(diskQuotaMB),
 		"CLAWPEN_EGRESS_MB":     fmt.Sprint(egressMB),
 		// The approval rows press within it; in one, nobody answers
-		// and the run outlives it (and pwn's 10 s client timeout).
+		// and the run's calls wait it out (see approval-request-flood).
 		"CLAWPEN_APPROVAL_TIMEOUT": "8s",
 		// voice_test.go: a slow transcription ends soon, a group may
 		// have a minute a day transcribed.

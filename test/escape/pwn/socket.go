@@ -277,9 +277,10 @@ func sockFlood(args []string) {
 	conc := fs.Int("c", 4, "connections")
 	body := fs.String("body", "", "body")
 	path := fs.String("path", "/v1/messages", "path")
+	timeout := fs.Duration("timeout", 10*time.Second, "each request's time limit")
 	_ = fs.Parse(args)
 
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	hc := &http.Client{Timeout: *timeout, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", hostSock)
