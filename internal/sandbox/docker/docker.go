@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -433,7 +434,8 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, context.Cause(runCtx))
 	}
 	res.TimedOut = runCtx.Err() != nil
-	if res.Limit = b.reached(bg, id, pw, log); res.Limit != "" {
+	killedByOther := res.ExitCode == 128+int(syscall.SIGKILL) && !res.TimedOut && !res.OutputTruncated
+	if res.Limit = b.reached(bg, id, start, killedByOther, pw, log); res.Limit != "" {
 		log.Warn("sandbox reached a cgroup limit", "limit", res.Limit, "memory", lim.MemoryBytes, "pids", lim.Pids)
 	}
 	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,

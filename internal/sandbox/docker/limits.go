@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,9 +20,10 @@ import (
 
 // reached is the cgroup limit the kernel enforced on the container, as the
 // host knows it once the container has exited: memory from the engine's
-// OOMKilled, processes from the watch (nil: not watched). Memory wins when
-// both happened: a killed process is what ends a run.
-func (b *Backend) reached(ctx context.Context, id string, pids *pidsWatch, log *slog.Logger) sandbox.Limit {
+// OOMKilled (or its oom event, see oomEvent), processes from the watch (nil:
+// not watched). Memory wins when both happened: a killed process is what
+// ends a run.
+func (b *Backend) reached(ctx context.Context, id string, started time.Time, killed bool, pids *pidsWatch, log *slog.Logger) sandbox.Limit {
 	procs := pids != nil && pids.stop()
 	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
@@ -29,13 +31,44 @@ func (b *Backend) reached(ctx context.Context, id string, pids *pidsWatch, log *
 	switch {
 	case err != nil:
 		log.Warn("inspect sandbox container", "err", err)
-	case in.Container.State != nil && in.Container.State.OOMKilled:
+	case in.Container.State == nil:
+	case in.Container.State.OOMKilled:
+		return sandbox.MemoryLimit
+	case killed && b.oomEvent(ctx, id, started, log):
 		return sandbox.MemoryLimit
 	}
 	if procs {
 		return sandbox.ProcessLimit
 	}
 	return ""
+}
+
+// oomSettle bounds the wait for an oom event that follows the exit.
+const oomSettle = time.Second
+
+// oomEvent says whether the engine logged an oom event for the container.
+// containerd delivers a task's oom and exit events apart; when the exit is
+// handled first, Docker 20.10 never sets OOMKilled, but it still logs the
+// oom event. Asked only for a run SIGKILLed by something other than the
+// host, so a run that ends normally waits for nothing.
+func (b *Backend) oomEvent(ctx context.Context, id string, started time.Time, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(ctx, oomSettle+engineTimeout)
+	defer cancel()
+	until := time.Now().Add(oomSettle)
+	ev := b.cli.Events(ctx, client.EventsListOptions{
+		Since:   fmt.Sprintf("%d.%09d", started.Unix(), started.Nanosecond()),
+		Until:   fmt.Sprintf("%d.%09d", until.Unix(), until.Nanosecond()),
+		Filters: make(client.Filters).Add("container", id).Add("event", "oom"),
+	})
+	select {
+	case <-ev.Messages:
+		return true
+	case err := <-ev.Err:
+		if err != nil && !errors.Is(err, io.EOF) {
+			log.Warn("read the engine's oom events", "err", err)
+		}
+		return false
+	}
 }
 
 // watchPidsOf finds the running container's first process and watches its
