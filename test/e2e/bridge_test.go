@@ -101,7 +101,10 @@ func TestBridgeTools(t *testing.T) {
 	dir := filepath.Join(h.Home, ".config/clawpen/tools")
 	copyTree(t, "../../configs/tools", dir)
 	pidFile := filepath.Join(h.Dir, "hang.pid")
-	writeToolFile(t, dir, "envdump", "description: env\ncommand: [/usr/bin/env]\nenv: [E2E_TOOL_VAR]")
+	// The listed variable's value comes back redacted (the leak guard holds
+	// every value the host gives tools as a secret); its upper case shows
+	// that the tool had it.
+	writeToolFile(t, dir, "envdump", "description: env\nenv: [E2E_TOOL_VAR]\n"+`command: ["/bin/sh", "-c", "env; echo E2E_TOOL_VAR upper=$(echo $E2E_TOOL_VAR | tr a-z A-Z)"]`)
 	writeToolFile(t, dir, "hang", "description: hangs\ntimeout: 1s\n"+fmt.Sprintf(`command: ["/bin/sh", "-c", "sleep 300 & echo $! > %s; wait"]`, pidFile))
 	writeToolFile(t, dir, "big", "description: big\nmax_output: 1000\n"+`command: ["/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' a"]`)
 	writeToolFile(t, dir, "ver", "description: version\ncommand: [/bin/echo, TOOL-V1]")
@@ -123,8 +126,9 @@ func TestBridgeTools(t *testing.T) {
 	assert.Equal(t, []string{"clawpen: NOTE-ARG-43"}, notes, "notify posted the text, title defaulted")
 	mu.Unlock()
 
-	assert.Contains(t, out, "E2E_TOOL_VAR=listed-var-value")
-	for _, leak := range []string{"unlisted-var-value", harness.APIKey, harness.BotToken, "TELEGRAM_", "WEB_SEARCH_KEY"} {
+	assert.Contains(t, out, "E2E_TOOL_VAR upper=LISTED-VAR-VALUE", "the listed variable reached the tool")
+	assert.Contains(t, out, "E2E_TOOL_VAR=[redacted]", "its value did not reach the sandbox")
+	for _, leak := range []string{"unlisted-var-value", harness.APIKey, harness.BotToken, "TELEGRAM_", "WEB_SEARCH_KEY", "listed-var-value"} {
 		assert.NotContains(t, out, leak, "the tool's environment holds only PATH, HOME, LANG and its env")
 	}
 

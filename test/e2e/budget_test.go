@@ -52,10 +52,10 @@ func TestBudgetRefusesAndTellsOnce(t *testing.T) {
 	h.OwnerSays("/usage")
 	usage := harness.Plain(h.Replies(harness.OwnerID, n+1)[n])
 	assert.Contains(t, usage, "family — budget 1,000 tokens a day (profile small)")
-	assert.Contains(t, usage, ": 1,200 tokens (700 in, 500 out; 2 answers) — budget reached")
+	assert.Contains(t, usage, ": 1,200 tokens (700 in, 500 out; 2 answers) on claude-test — budget reached")
 	cli := h.CLI("usage", "--days", "2")
 	assert.Contains(t, cli, "family — budget 1,000 tokens a day (profile small)")
-	assert.Contains(t, cli, ": 1,200 tokens (700 in, 500 out; 2 answers) — budget reached")
+	assert.Contains(t, cli, ": 1,200 tokens (700 in, 500 out; 2 answers) on claude-test — budget reached")
 
 	audit := h.AuditLog()
 	assert.Contains(t, audit, "family proxy.messages deny daily token budget of 1000 reached")

@@ -36,8 +36,11 @@ func TestRunAtItsLimitSaysWhich(t *testing.T) {
 		{"memory", bash("echo 1000 > /proc/$PPID/oom_score_adj; tail /dev/zero"),
 			"Sorry, I could not answer: it was stopped at its memory limit of 64 MiB.", "oom", 3},
 		// dash gives up at the first refused fork (bash would retry it);
-		// the agent ends with the bomb, as one that took its threads would.
-		{"processes", bash("sh -c 'while :; do sleep 600 & done' 2>/dev/null; kill -9 $PPID"),
+		// the agent ends with the bomb, as one that took its threads would,
+		// half a second later (a builtin read, no fork): Docker's watch
+		// reads the cgroup's count every 100 ms and misses a container gone
+		// sooner (see docker/limits.go).
+		{"processes", bash("mkfifo /tmp/w; exec 3<>/tmp/w; sh -c 'while :; do sleep 600 & done' 2>/dev/null; read -t 0.5 x <&3; kill -9 $PPID"),
 			"Sorry, I could not answer: it reached its process limit of 48 processes.", "pids_limit", 3},
 		{"disk", bash("head -c 40000000 /dev/zero > /workspace/group/fill; sleep 60"),
 			"Sorry, I could not answer: it was stopped at its disk quota of 16 MiB.", "disk_limit", 1},
@@ -55,6 +58,8 @@ func TestRunAtItsLimitSaysWhich(t *testing.T) {
 	}
 	require.NoError(t, os.Remove(filepath.Join(h.Dir, "groups", "family", "fill")))
 
+	// The owner's notice of the last failure comes after the group's.
+	h.WaitFor(harness.OwnerID, "it was stopped at its disk quota")
 	n := len(h.TG.SentTo(harness.OwnerID))
 	h.OwnerSays("/status")
 	status := h.Replies(harness.OwnerID, n+1)[n]

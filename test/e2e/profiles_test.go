@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -112,29 +111,21 @@ func TestProfileLimitsInsideSandbox(t *testing.T) {
 }
 
 // readSandboxCgroups waits for the sandbox to write its /proc/self/cgroup
-// to file and reads the limits of those cgroups on the host, while the
-// sandbox waits.
+// to file, then reads the limits of the waiting sandbox's cgroups on the
+// host. The cgroups are the host's view of the probe's process: inside,
+// bwrap's cgroup namespace is rooted at the sandbox's own cgroup (it is
+// born in it), so the file only says that the probe ran.
 func readSandboxCgroups(t *testing.T, h *harness.Host, file string) cgroupLimits {
 	t.Helper()
-	var data []byte
 	require.Eventually(t, func() bool {
-		var err error
-		data, err = os.ReadFile(file)
+		data, err := os.ReadFile(file)
 		return err == nil && len(data) > 0
 	}, harness.Wait, 50*time.Millisecond, "the sandbox never reported its cgroups; host log:\n%s", h.Stderr.String())
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%s/cgroup", probePID(t)))
+	require.NoError(t, err)
 	dir := func(ctrl string) string {
-		inside, v1, ok := cgroupOf(string(data), ctrl)
+		p, v1, ok := cgroupOf(string(data), ctrl)
 		require.True(t, ok, "no %q cgroup in %q", ctrl, data)
-		p := inside
-		if harness.Backend() != "docker" {
-			// bwrap's cgroup namespace is rooted at the host's own cgroup;
-			// Docker's paths are the host's.
-			own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", h.PID()))
-			require.NoError(t, err)
-			base, _, ok := cgroupOf(string(own), ctrl)
-			require.True(t, ok)
-			p = path.Join(base, inside)
-		}
 		require.NotEqual(t, "/", p, "the sandbox runs in the root cgroup")
 		if !v1 {
 			return filepath.Join("/sys/fs/cgroup", p)
@@ -171,6 +162,21 @@ func readSandboxCgroups(t *testing.T, h *harness.Host, file string) cgroupLimits
 		}
 	}
 	return l
+}
+
+// probePID is the host's pid of the waiting limitsProbe's shell.
+func probePID(t *testing.T) string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), "/workspace/group/.cgroup.tmp") {
+			return e.Name()
+		}
+	}
+	t.Fatal("no process of the probe on the host")
+	return ""
 }
 
 // cgroupOf is the path of controller ctrl in a /proc/<pid>/cgroup text:
