@@ -278,36 +278,6 @@ func TestCheckLeavesNoZombie(t *testing.T) {
 	}
 }
 
-// A root host shows groups/global to a non-main group as nobody's, through
-// an idmapped pin (it belongs to the sandbox user, which every sandbox runs
-// as), and to main as its own; its binds are nosuid,nodev, as is every
-// writable tree the sandbox sees.
-func TestGlobalNobodysToNonMainAndBindsNosuid(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("pinning needs root")
-	}
-	f := newFixture(t, nil)
-	f.b.cfg.PinDir = filepath.Join(f.Base, "pins")
-	script := `stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group
-for m in /workspace/group /workspace/global /home/agent /tmp /dev; do echo "$m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done`
-	o := f.sh(t, f.spec(), script)
-	require.NoError(t, o.err)
-	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
-	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
-	require.Len(t, lines, 8, o.stdout)
-	assert.Equal(t, []string{"65534", "65534", "1000"}, lines[:3], "global is nobody's to a non-main group")
-	for _, l := range lines[3:] {
-		opts := strings.Split(strings.Fields(l + " -")[1], ",")
-		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
-	}
-
-	spec := f.spec()
-	spec.IsMain, spec.GlobalWritable = true, true
-	o = f.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
-	require.NoError(t, o.err)
-	assert.Equal(t, "1000\nWROTE\n", o.stdout, "main owns and writes global")
-}
-
 // A whole sandbox run of /bin/true, as Run does it: the bind sources, the
 // cgroup, bwrap started in it, the limits, the teardown. Besides the wall
 // time, the CPU time of the host and its reaped children (bwrap and, as

@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
@@ -16,6 +17,11 @@ func TestConformance(t *testing.T) {
 		GID:        gid,
 		Env:        []string{"PWD=/workspace/group"}, // bwrap sets it for --chdir
 		StderrTail: stderrTail,
+		Pinned: func(t *testing.T, l *sandboxtest.Layout) sandboxtest.Backend {
+			b := testBackend(t, nil)
+			b.cfg.PinDir = filepath.Join(l.Base, "pins")
+			return b
+		},
 		View: []sandboxtest.ViewCase{
 			{Name: "no sysfs", Script: "test -e /sys/class/net", Exit: 1},
 			{Name: "synthesised etc", Script: "ls /etc; cat /etc/passwd",

@@ -29,8 +29,13 @@ func TestConformance(t *testing.T) {
 			"ExtraMountMasksAndWritePaths/MaskRefusesWrites": "a masked file is the host's /dev/null bound read-only " +
 				"without nodev, and a device takes writes on a read-only mount: the write is accepted and lost " +
 				"(the host file stays untouched)",
+			"PinnedBindsNosuidNodev/Dev": "runc makes the device nodes on /dev's tmpfs, where nodev would " +
+				"refuse them; no capability (CAP_MKNOD) and the devices cgroup keep other devices out",
 			"ProcessLimit/Reported": "the engine does not report a refused fork; the host polls the container's " +
 				"pids.events every 100 ms while it runs, and this run ends sooner (ProcessLimitReportedWhileRunning)",
+		},
+		Pinned: func(t *testing.T, l *sandboxtest.Layout) sandboxtest.Backend {
+			return idmappedBackend(t, l)
 		},
 		AfterRun: func(t *testing.T, spec sandbox.Spec) {
 			require.Empty(t, leftovers(spec.InvocationID), "container of %s left behind", spec.InvocationID)

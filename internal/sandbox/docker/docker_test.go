@@ -17,6 +17,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
 )
 
 func TestCheckMissingImage(t *testing.T) {
@@ -180,21 +181,20 @@ func idmappedFixture(t *testing.T) *fixture {
 	if os.Geteuid() != 0 {
 		t.Skip("idmapped pins need root")
 	}
-	var pinDir string
-	f := newFixture(t, func(c *Config) {
-		pinDir = filepath.Join(os.TempDir(), "clawpen-docker-pins-"+randomHex(t))
-		c.PinDir, c.DiskUID, c.DiskGID = pinDir, diskUser, diskUser
-	})
-	t.Cleanup(func() { _ = os.RemoveAll(pinDir) })
-	for _, d := range []string{f.Group, f.Global, f.Session} {
-		require.NoError(t, filepath.Walk(d, func(p string, _ os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(p, diskUser, diskUser)
-		}))
-	}
+	requireEngine(t)
+	f := &fixture{Layout: sandboxtest.NewLayout(t, "docker")}
+	f.b = idmappedBackend(t, f.Layout)
 	return f
+}
+
+// idmappedBackend pins every bind and idmaps it to diskUser, whom it gives
+// l's folders.
+func idmappedBackend(t *testing.T, l *sandboxtest.Layout) *Backend {
+	t.Helper()
+	l.SetOwner(t, diskUser, diskUser)
+	pinDir := filepath.Join(os.TempDir(), "clawpen-docker-pins-"+randomHex(t))
+	t.Cleanup(func() { _ = os.RemoveAll(pinDir) })
+	return testBackend(t, func(c *Config) { c.PinDir, c.DiskUID, c.DiskGID = pinDir, diskUser, diskUser })
 }
 
 // TestIDMappedWritesLandAsDiskUser: inside, the sandbox is uid 1000 and
@@ -215,51 +215,4 @@ func TestIDMappedWritesLandAsDiskUser(t *testing.T) {
 	entries, err := os.ReadDir(f.b.cfg.PinDir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "staging binds are released")
-}
-
-// TestPinnedBindsAreNosuidNodev reads the container's own mount table:
-// every bind of a host tree is nosuid,nodev, read-only ones included, and
-// read-only ones stay read-only.
-func TestPinnedBindsAreNosuidNodev(t *testing.T) {
-	f := idmappedFixture(t)
-	ro := filepath.Join(f.Base, "projects", "ro")
-	rw := filepath.Join(f.Base, "projects", "rw")
-	for _, d := range []string{ro, rw} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-		require.NoError(t, os.Chown(d, diskUser, diskUser))
-	}
-	spec := f.spec(t)
-	spec.Extra = []sandbox.Mount{{HostPath: ro, Name: "docs", ReadOnly: true}, {HostPath: rw, Name: "code"}}
-	o := f.sh(t, spec, `for m in /workspace/group /workspace/global /home/agent /workspace/extra/docs /workspace/extra/code; do
-  echo "$m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done
-touch /workspace/global/x 2>/dev/null && echo GLOBAL-WRITABLE; touch /workspace/extra/docs/x 2>/dev/null && echo DOCS-WRITABLE; true`)
-	require.NoError(t, o.err)
-	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
-	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
-	require.Len(t, lines, 5, o.stdout)
-	for _, l := range lines {
-		opts := strings.Split(strings.Fields(l + " -")[1], ",")
-		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
-	}
-	assert.Contains(t, lines[1], "ro,", "global is read-only for a non-main group")
-	assert.Contains(t, lines[3], "ro,")
-	assert.Contains(t, lines[4], "rw,")
-	assert.NotContains(t, o.stdout, "WRITABLE")
-}
-
-// TestGlobalNobodysToNonMain: groups/global belongs to the sandbox user,
-// which every container writes as; a non-main group sees it as nobody's
-// (and read-only), main as its own.
-func TestGlobalNobodysToNonMain(t *testing.T) {
-	f := idmappedFixture(t)
-	o := f.sh(t, f.spec(t), "stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group")
-	require.NoError(t, o.err)
-	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
-	assert.Equal(t, "65534\n65534\n1000\n", o.stdout)
-
-	spec := f.spec(t)
-	spec.IsMain, spec.GlobalWritable = true, true
-	o = f.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
-	require.NoError(t, o.err)
-	assert.Equal(t, "1000\nWROTE\n", o.stdout, "main owns and writes global")
 }

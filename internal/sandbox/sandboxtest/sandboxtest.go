@@ -53,8 +53,16 @@ type Params struct {
 	// View is the backend's own rows of the view test (its root listing,
 	// its init), run beside the shared ones.
 	View []ViewCase
+	// Pinned, when set, makes the backend as a root host runs it: every
+	// bind source pinned (and idmapped, where the backend does). It may give
+	// l's folders to another host user (Layout.SetOwner). The suite's
+	// Pinned tests run on one, made for each test.
+	Pinned func(t *testing.T, l *Layout) Backend
 	// AfterRun, when set, runs after every Run of the suite: what of the
-	// sandbox must be gone once Run returned (a container, a cgroup).
+	// sandbox must be gone once Run returned (a container, a cgroup). The
+	// suite itself looks for a test's processes on the host by their
+	// command line; a backend whose sandboxed processes are not host
+	// processes (gVisor's) checks here that they are gone.
 	AfterRun func(t *testing.T, spec sandbox.Spec)
 	// Skip names tests ("ProcessLimit/Reported") the backend cannot pass,
 	// each with the reason, which the test reports as its skip message.
@@ -79,6 +87,9 @@ type ViewCase struct {
 // its being read-only is shown to come from the mount.
 type Layout struct {
 	Base, Group, Other, Global, Session, Home, Sock string
+	// UID and GID own what the sandbox may write, on a root host; -1:
+	// the host's own user, who made it.
+	UID, GID int
 }
 
 // NewLayout makes a Layout under /tmp/clawpen-<name>-test-*.
@@ -99,6 +110,8 @@ func NewLayout(t testing.TB, name string) *Layout {
 		Session: filepath.Join(base, "data", "sessions", "team"),
 		Home:    filepath.Join(base, "home", "owner"),
 		Sock:    filepath.Join(base, "data", "sockets", "inv.sock"),
+		UID:     -1,
+		GID:     -1,
 	}
 	for _, d := range []string{l.Group, l.Other, l.Global, l.Session, filepath.Join(l.Home, ".ssh"), filepath.Dir(l.Sock)} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
@@ -107,24 +120,34 @@ func NewLayout(t testing.TB, name string) *Layout {
 	require.NoError(t, os.WriteFile(filepath.Join(l.Other, "OTHER_GROUP_SECRET"), []byte("theirs"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(l.Global, "MEMORY.md"), []byte("global"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(l.Home, ".ssh", "id_rsa"), []byte("FAKE PRIVATE KEY"), 0o644))
+	if os.Getuid() == 0 {
+		l.SetOwner(t, sandbox.UID, sandbox.GID)
+	}
+	return l
+}
+
+// SetOwner gives the group's, other group's, global and session folders to
+// uid and gid, and makes them the owner Own gives to.
+func (l *Layout) SetOwner(t testing.TB, uid, gid int) {
+	t.Helper()
+	l.UID, l.GID = uid, gid
 	for _, d := range []string{l.Group, l.Global, l.Session, l.Other} {
 		require.NoError(t, filepath.Walk(d, func(p string, _ os.FileInfo, err error) error {
 			if err != nil {
 				return err
 			}
-			return Own(p)
+			return l.Own(p)
 		}))
 	}
-	return l
 }
 
-// Own gives path to the sandbox user on a root host (elsewhere the sandbox
-// writes as the host's own user, who has it already).
-func Own(path string) error {
-	if os.Getuid() != 0 {
+// Own gives path to the owner of what the sandbox may write (nothing to do
+// when that is the host's own user).
+func (l *Layout) Own(path string) error {
+	if l.UID < 0 {
 		return nil
 	}
-	return os.Lchown(path, sandbox.UID, sandbox.GID)
+	return os.Lchown(path, l.UID, l.GID)
 }
 
 // Spec is a run of the layout's group, not main, with a fresh invocation id.

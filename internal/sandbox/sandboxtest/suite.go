@@ -48,6 +48,8 @@ var tests = []test{
 	{name: "ForkBombContained", f: testForkBombContained},
 	{name: "MemoryLimitKillsAProcess", f: testMemoryLimitKillsAProcess},
 	{name: "MemoryLimitKillsTheCommand", f: testMemoryLimitKillsTheCommand},
+	{name: "PinnedGlobalNobodysToNonMain", f: testPinnedGlobalNobodysToNonMain},
+	{name: "PinnedBindsNosuidNodev", subs: []string{"Dev"}, f: testPinnedBindsNosuidNodev},
 }
 
 func testCheck(t *testing.T, s *suite, _ *Layout) {
@@ -149,7 +151,7 @@ func testExtraMounts(t *testing.T, s *suite, l *Layout) {
 	for _, d := range []string{ro, rw} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(d, "README"), []byte(filepath.Base(d)), 0o644))
-		require.NoError(t, Own(d))
+		require.NoError(t, l.Own(d))
 	}
 	spec := l.Spec()
 	spec.Extra = []sandbox.Mount{{HostPath: ro, Name: "docs", ReadOnly: true}, {HostPath: rw, Name: "code"}}
@@ -173,7 +175,7 @@ func testExtraMountMasksAndWritePaths(t *testing.T, s *suite, l *Layout) {
 	require.NoError(t, os.WriteFile(filepath.Join(proj, ".env"), []byte("MASKED-SECRET"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(proj, ".ssh", "id_rsa"), []byte("MASKED-KEY"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(proj, "main.go"), []byte("package main"), 0o644))
-	require.NoError(t, Own(filepath.Join(proj, "out")))
+	require.NoError(t, l.Own(filepath.Join(proj, "out")))
 	spec := l.Spec()
 	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true,
 		Writable: []string{filepath.Join(proj, "out")},
@@ -527,4 +529,69 @@ func testMemoryLimitKillsTheCommand(t *testing.T, s *suite, l *Layout) {
 	assert.Equal(t, sandbox.MemoryLimit, o.Res.Limit)
 	assert.Empty(t, o.Stdout)
 	assert.False(t, o.Res.TimedOut)
+}
+
+// pinned is the backend as a root host runs it, over l.
+func (s *suite) pinned(t *testing.T, l *Layout) *suite {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("pinning bind sources needs root")
+	}
+	if s.p.Pinned == nil {
+		t.Skip(s.p.Name + " pins no bind sources (no Params.Pinned)")
+	}
+	return &suite{p: s.p, b: s.p.Pinned(t, l), known: s.known}
+}
+
+// groups/global belongs to the sandbox user, whom every sandbox writes as
+// (through an idmapped pin where the backend maps): a non-main group sees
+// it as nobody's, main as its own.
+func testPinnedGlobalNobodysToNonMain(t *testing.T, s *suite, l *Layout) {
+	s = s.pinned(t, l)
+	o := s.sh(t, l.Spec(), "stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group")
+	require.NoError(t, o.Err)
+	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
+	assert.Equal(t, "65534\n65534\n1000\n", o.Stdout, "global is nobody's to a non-main group")
+
+	spec := l.Spec()
+	spec.IsMain, spec.GlobalWritable = true, true
+	o = s.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
+	require.NoError(t, o.Err)
+	assert.Equal(t, "1000\nWROTE\n", o.Stdout, "main owns and writes global")
+}
+
+// The sandbox's own mount table: every bind of a host tree, read-only ones
+// included, and every writable tree it has is nosuid,nodev, and read-only
+// ones stay read-only.
+func testPinnedBindsNosuidNodev(t *testing.T, s *suite, l *Layout) {
+	s = s.pinned(t, l)
+	ro := filepath.Join(l.Base, "projects", "ro")
+	rw := filepath.Join(l.Base, "projects", "rw")
+	for _, d := range []string{ro, rw} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, l.Own(d))
+	}
+	spec := l.Spec()
+	spec.Extra = []sandbox.Mount{{HostPath: ro, Name: "docs", ReadOnly: true}, {HostPath: rw, Name: "code"}}
+	o := s.sh(t, spec, `for m in /workspace/group /workspace/global /home/agent /tmp /dev /workspace/extra/docs /workspace/extra/code; do
+  echo "$m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done
+touch /workspace/global/x 2>/dev/null && echo GLOBAL-WRITABLE; touch /workspace/extra/docs/x 2>/dev/null && echo DOCS-WRITABLE; true`)
+	require.NoError(t, o.Err)
+	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
+	lines := strings.Split(strings.TrimSpace(o.Stdout), "\n")
+	require.Len(t, lines, 7, o.Stdout)
+	nosuidNodev := func(t *testing.T, l string) {
+		opts := strings.Split(strings.Fields(l + " -")[1], ",")
+		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
+	}
+	for i, l := range lines {
+		if i != 4 {
+			nosuidNodev(t, l)
+		}
+	}
+	assert.Contains(t, lines[1], "ro,", "global is read-only for a non-main group")
+	assert.Contains(t, lines[5], "ro,")
+	assert.Contains(t, lines[6], "rw,")
+	assert.NotContains(t, o.Stdout, "WRITABLE")
+	s.sub(t, "PinnedBindsNosuidNodev", "Dev", func(t *testing.T) { nosuidNodev(t, lines[4]) })
 }
