@@ -31,6 +31,9 @@ func TestConformance(t *testing.T) {
 				"(the host file stays untouched)",
 			"PinnedBindsNosuidNodev/Dev": "runc makes the device nodes on /dev's tmpfs, where nodev would " +
 				"refuse them; no capability (CAP_MKNOD) and the devices cgroup keep other devices out",
+			"SymlinkAboveSourceRefused": "without pins (a host run as uid 1000, not root) " +
+				"the engine binds by path and follows a symlink swapped in above a source; a root host pins " +
+				"every source (PinnedSymlinkAboveSourceRefused)",
 			"ProcessLimit/Reported": "the engine does not report a refused fork; the host polls the container's " +
 				"pids.events every 100 ms while it runs, and this run ends sooner (ProcessLimitReportedWhileRunning)",
 		},

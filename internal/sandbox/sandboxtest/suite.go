@@ -50,6 +50,10 @@ var tests = []test{
 	{name: "MemoryLimitKillsTheCommand", f: testMemoryLimitKillsTheCommand},
 	{name: "PinnedGlobalNobodysToNonMain", f: testPinnedGlobalNobodysToNonMain},
 	{name: "PinnedBindsNosuidNodev", subs: []string{"Dev"}, f: testPinnedBindsNosuidNodev},
+	{name: "SymlinkAboveSourceRefused", f: testSymlinkAboveSourceRefused},
+	{name: "PinnedSymlinkAboveSourceRefused", f: func(t *testing.T, s *suite, l *Layout) {
+		testSymlinkAboveSourceRefused(t, s.pinned(t, l), l)
+	}},
 }
 
 func testCheck(t *testing.T, s *suite, _ *Layout) {
@@ -594,4 +598,19 @@ touch /workspace/global/x 2>/dev/null && echo GLOBAL-WRITABLE; touch /workspace/
 	assert.Contains(t, lines[6], "rw,")
 	assert.NotContains(t, o.Stdout, "WRITABLE")
 	s.sub(t, "PinnedBindsNosuidNodev", "Dev", func(t *testing.T) { nosuidNodev(t, lines[4]) })
+}
+
+// A bind source whose parent was swapped for a symlink since it was
+// resolved, to another group's folder or to /etc, is refused, not bound.
+func testSymlinkAboveSourceRefused(t *testing.T, s *suite, l *Layout) {
+	require.NoError(t, os.Symlink(filepath.Dir(l.Other), filepath.Join(l.Base, "swapped")))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(l.Base, "etc")))
+	for _, dir := range []string{filepath.Join(l.Base, "swapped", "other"), filepath.Join(l.Base, "etc", "ssl")} {
+		spec := l.Spec()
+		spec.GroupDir = dir
+		o := s.sh(t, spec, "ls /workspace/group")
+		require.Error(t, o.Err, dir)
+		assert.Contains(t, o.Err.Error(), "not followed", dir)
+		assert.Empty(t, o.Stdout, dir)
+	}
 }
