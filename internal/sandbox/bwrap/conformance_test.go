@@ -22,6 +22,7 @@ func TestConformance(t *testing.T) {
 			b.cfg.PinDir = filepath.Join(l.Base, "pins")
 			return b
 		},
+		AfterOpen: func(b sandboxtest.Backend, hook func()) { b.(*Backend).afterOpen = hook },
 		View: []sandboxtest.ViewCase{
 			{Name: "no sysfs", Script: "test -e /sys/class/net", Exit: 1},
 			{Name: "synthesised etc", Script: "ls /etc; cat /etc/passwd",

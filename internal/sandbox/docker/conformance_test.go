@@ -34,12 +34,15 @@ func TestConformance(t *testing.T) {
 			"SymlinkAboveSourceRefused": "without pins (a host run as uid 1000, not root) " +
 				"the engine binds by path and follows a symlink swapped in above a source; a root host pins " +
 				"every source (PinnedSymlinkAboveSourceRefused)",
+			"SymlinkSwapAfterOpen": "without pins nothing is opened before the engine binds by path " +
+				"(PinnedSymlinkSwapAfterOpen)",
 			"ProcessLimit/Reported": "the engine does not report a refused fork; the host polls the container's " +
 				"pids.events every 100 ms while it runs, and this run ends sooner (ProcessLimitReportedWhileRunning)",
 		},
 		Pinned: func(t *testing.T, l *sandboxtest.Layout) sandboxtest.Backend {
 			return idmappedBackend(t, l)
 		},
+		AfterOpen: func(b sandboxtest.Backend, hook func()) { b.(*Backend).afterPin = hook },
 		AfterRun: func(t *testing.T, spec sandbox.Spec) {
 			require.Empty(t, leftovers(spec.InvocationID), "container of %s left behind", spec.InvocationID)
 		},

@@ -142,34 +142,6 @@ func TestRemoveOrphans(t *testing.T) {
 	assert.Empty(t, leftovers(""))
 }
 
-// A mounted path swapped for a symlink to / after validation still binds the
-// validated directory: it was pinned through a descriptor opened without
-// following symlinks.
-func TestPinnedMountSurvivesSymlinkSwap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("pinning extra mounts needs root")
-	}
-	f := newFixture(t, nil)
-	f.b.cfg.PinDir = filepath.Join(f.Base, "pins")
-	proj := filepath.Join(f.Base, "projects", "app")
-	require.NoError(t, os.MkdirAll(proj, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(proj, "ORIGINAL-MARK"), []byte("x"), 0o644))
-	f.b.afterPin = func() {
-		require.NoError(t, os.Rename(proj, proj+".moved"))
-		require.NoError(t, os.Symlink("/", proj))
-	}
-	defer func() { f.b.afterPin = nil }()
-	spec := f.spec(t)
-	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true}}
-	o := f.sh(t, spec, "ls /workspace/extra/app")
-	require.NoError(t, o.err)
-	assert.Contains(t, o.stdout, "ORIGINAL-MARK")
-	assert.NotContains(t, o.stdout, "etc", "the host's / must not appear")
-	entries, err := os.ReadDir(f.b.cfg.PinDir)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "staging binds are released")
-}
-
 // diskUser is a host uid/gid no account holds, standing in for the
 // dedicated sandbox user in the idmapped-pin tests.
 const diskUser = 4712

@@ -58,6 +58,10 @@ type Params struct {
 	// l's folders to another host user (Layout.SetOwner). The suite's
 	// Pinned tests run on one, made for each test.
 	Pinned func(t *testing.T, l *Layout) Backend
+	// AfterOpen, when set, sets b's test hook that runs once b has opened
+	// (or pinned) its bind sources, before the sandbox binds them; a nil
+	// hook unsets it.
+	AfterOpen func(b Backend, hook func())
 	// AfterRun, when set, runs after every Run of the suite: what of the
 	// sandbox must be gone once Run returned (a container, a cgroup). The
 	// suite itself looks for a test's processes on the host by their

@@ -51,6 +51,10 @@ var tests = []test{
 	{name: "PinnedGlobalNobodysToNonMain", f: testPinnedGlobalNobodysToNonMain},
 	{name: "PinnedBindsNosuidNodev", subs: []string{"Dev"}, f: testPinnedBindsNosuidNodev},
 	{name: "SymlinkAboveSourceRefused", f: testSymlinkAboveSourceRefused},
+	{name: "SymlinkSwapAfterOpen", f: testSymlinkSwapAfterOpen},
+	{name: "PinnedSymlinkSwapAfterOpen", f: func(t *testing.T, s *suite, l *Layout) {
+		testSymlinkSwapAfterOpen(t, s.pinned(t, l), l)
+	}},
 	{name: "PinnedSymlinkAboveSourceRefused", f: func(t *testing.T, s *suite, l *Layout) {
 		testSymlinkAboveSourceRefused(t, s.pinned(t, l), l)
 	}},
@@ -613,4 +617,39 @@ func testSymlinkAboveSourceRefused(t *testing.T, s *suite, l *Layout) {
 		assert.Contains(t, o.Err.Error(), "not followed", dir)
 		assert.Empty(t, o.Stdout, dir)
 	}
+}
+
+// An attacker replaces validated bind sources with symlinks once the
+// backend has opened them: the group's folder with one to the other
+// group's, an extra mount with one to /. The sandbox still gets the
+// originals; the next run refuses the symlinks outright.
+func testSymlinkSwapAfterOpen(t *testing.T, s *suite, l *Layout) {
+	if s.p.AfterOpen == nil {
+		t.Skip(s.p.Name + " has no hook once its bind sources are open (no Params.AfterOpen)")
+	}
+	proj := filepath.Join(l.Base, "projects", "app")
+	require.NoError(t, os.MkdirAll(proj, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(proj, "ORIGINAL-MARK"), []byte("x"), 0o644))
+	var swapped []error
+	s.p.AfterOpen(s.b, func() {
+		swapped = append(swapped,
+			os.Rename(l.Group, l.Group+".moved"), os.Symlink(l.Other, l.Group),
+			os.Rename(proj, proj+".moved"), os.Symlink("/", proj))
+	})
+	defer s.p.AfterOpen(s.b, nil)
+	spec := l.Spec()
+	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true}}
+	o := s.sh(t, spec, "ls /workspace/group /workspace/extra/app")
+	require.NoError(t, o.Err)
+	require.Len(t, swapped, 4, "the backend ran the hook")
+	for _, err := range swapped {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "/workspace/extra/app:\nORIGINAL-MARK\n\n/workspace/group:\nORIGINAL\n", o.Stdout)
+
+	s.p.AfterOpen(s.b, nil)
+	o = s.sh(t, spec, "ls /workspace/group")
+	require.Error(t, o.Err)
+	assert.Contains(t, o.Err.Error(), "symlinks are not followed")
+	assert.Empty(t, o.Stdout)
 }
