@@ -201,33 +201,6 @@ func etcListing(l hostLayout) string {
 	return strings.Join(names, "\n") + "\n"
 }
 
-// A root host pins every bind source, so sources the sandbox user cannot
-// traverse to (a project under a 0700 directory, like /root) still work.
-func TestPinnedSourcesBehindClosedDirectory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("pinning needs root")
-	}
-	var pins string
-	f := newFixture(t, nil)
-	pins = filepath.Join(f.Base, "pins") // traversable, like /run/clawpen
-	f.b.cfg.PinDir = pins
-	closed := filepath.Join(f.Base, "closed")
-	require.NoError(t, os.MkdirAll(filepath.Join(closed, "groups", "team"), 0o755))
-	require.NoError(t, os.Chmod(closed, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(closed, "groups", "team", "NOTE"), []byte("behind-0700"), 0o644))
-	require.NoError(t, os.Chown(filepath.Join(closed, "groups", "team"), f.uid, f.uid))
-	spec := f.spec()
-	spec.GroupDir = filepath.Join(closed, "groups", "team")
-	o := f.sh(t, spec, "cat /workspace/group/NOTE; echo; id -u; echo w > /workspace/group/out && echo WROTE")
-	require.NoError(t, o.err)
-	assert.Contains(t, o.stdout, "behind-0700")
-	assert.Contains(t, o.stdout, "1000")
-	assert.Contains(t, o.stdout, "WROTE")
-	entries, err := os.ReadDir(pins)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "staging binds are released after the run")
-}
-
 // Check's trial sandbox leaves no zombie behind either.
 func TestCheckLeavesNoZombie(t *testing.T) {
 	f := newFixture(t, nil)

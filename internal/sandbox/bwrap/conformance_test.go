@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
@@ -19,7 +18,7 @@ func TestConformance(t *testing.T) {
 		StderrTail: stderrTail,
 		Pinned: func(t *testing.T, l *sandboxtest.Layout) sandboxtest.Backend {
 			b := testBackend(t, nil)
-			b.cfg.PinDir = filepath.Join(l.Base, "pins")
+			b.cfg.PinDir = l.Pins
 			return b
 		},
 		AfterOpen: func(b sandboxtest.Backend, hook func()) { b.(*Backend).afterOpen = hook },

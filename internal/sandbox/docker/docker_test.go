@@ -2,12 +2,9 @@ package docker
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
@@ -146,45 +143,10 @@ func TestRemoveOrphans(t *testing.T) {
 // dedicated sandbox user in the idmapped-pin tests.
 const diskUser = 4712
 
-// idmappedFixture is a root host's setup: every bind pinned and idmapped to
-// diskUser, the sandbox's folders owned by it as the runner arranges.
-func idmappedFixture(t *testing.T) *fixture {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("idmapped pins need root")
-	}
-	requireEngine(t)
-	f := &fixture{Layout: sandboxtest.NewLayout(t, "docker")}
-	f.b = idmappedBackend(t, f.Layout)
-	return f
-}
-
 // idmappedBackend pins every bind and idmaps it to diskUser, whom it gives
 // l's folders.
 func idmappedBackend(t *testing.T, l *sandboxtest.Layout) *Backend {
 	t.Helper()
 	l.SetOwner(t, diskUser, diskUser)
-	pinDir := filepath.Join(os.TempDir(), "clawpen-docker-pins-"+randomHex(t))
-	t.Cleanup(func() { _ = os.RemoveAll(pinDir) })
-	return testBackend(t, func(c *Config) { c.PinDir, c.DiskUID, c.DiskGID = pinDir, diskUser, diskUser })
-}
-
-// TestIDMappedWritesLandAsDiskUser: inside, the sandbox is uid 1000 and
-// owns its folders; on disk, what it wrote belongs to the disk user, never
-// to whoever holds uid 1000 on the host.
-func TestIDMappedWritesLandAsDiskUser(t *testing.T) {
-	f := idmappedFixture(t)
-	o := f.sh(t, f.spec(t), "id -u; stat -c '%u %g' /workspace/group /home/agent; echo hi > /workspace/group/new.txt && echo s > /home/agent/state && mkdir /workspace/group/d && echo WROTE")
-	require.NoError(t, o.err)
-	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
-	assert.Equal(t, "1000\n1000 1000\n1000 1000\nWROTE\n", o.stdout)
-	for _, p := range []string{filepath.Join(f.Group, "new.txt"), filepath.Join(f.Session, "state"), filepath.Join(f.Group, "d")} {
-		fi, err := os.Lstat(p)
-		require.NoError(t, err)
-		st := fi.Sys().(*syscall.Stat_t)
-		assert.Equal(t, [2]uint32{diskUser, diskUser}, [2]uint32{st.Uid, st.Gid}, p)
-	}
-	entries, err := os.ReadDir(f.b.cfg.PinDir)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "staging binds are released")
+	return testBackend(t, func(c *Config) { c.PinDir, c.DiskUID, c.DiskGID = l.Pins, diskUser, diskUser })
 }

@@ -54,9 +54,10 @@ type Params struct {
 	// its init), run beside the shared ones.
 	View []ViewCase
 	// Pinned, when set, makes the backend as a root host runs it: every
-	// bind source pinned (and idmapped, where the backend does). It may give
-	// l's folders to another host user (Layout.SetOwner). The suite's
-	// Pinned tests run on one, made for each test.
+	// bind source pinned under l.Pins (and idmapped, where the backend
+	// does). It may give l's folders to another host user (Layout.SetOwner),
+	// whom the sandbox's writes then belong to. The suite's Pinned tests
+	// run on one, made for each test, and find l.Pins empty after each run.
 	Pinned func(t *testing.T, l *Layout) Backend
 	// AfterOpen, when set, sets b's test hook that runs once b has opened
 	// (or pinned) its bind sources, before the sandbox binds them; a nil
@@ -91,6 +92,8 @@ type ViewCase struct {
 // its being read-only is shown to come from the mount.
 type Layout struct {
 	Base, Group, Other, Global, Session, Home, Sock string
+	// Pins is where a pinning backend stages its binds.
+	Pins string
 	// UID and GID own what the sandbox may write, on a root host; -1:
 	// the host's own user, who made it.
 	UID, GID int
@@ -114,6 +117,7 @@ func NewLayout(t testing.TB, name string) *Layout {
 		Session: filepath.Join(base, "data", "sessions", "team"),
 		Home:    filepath.Join(base, "home", "owner"),
 		Sock:    filepath.Join(base, "data", "sockets", "inv.sock"),
+		Pins:    filepath.Join(base, "pins"),
 		UID:     -1,
 		GID:     -1,
 	}
@@ -218,6 +222,7 @@ type suite struct {
 	p     Params
 	b     Backend
 	known []string // the names of the tests and their subtests
+	pins  string   // a pinning backend's staging dir, empty after each run
 }
 
 // test is one test of the suite; subs are the names of its subtests a
@@ -295,6 +300,13 @@ func (s *suite) run(t *testing.T, ctx context.Context, spec sandbox.Spec, comman
 	res, err := s.b.Run(ctx, spec)
 	if s.p.AfterRun != nil {
 		s.p.AfterRun(t, spec)
+	}
+	if s.pins != "" {
+		entries, err := os.ReadDir(s.pins)
+		if !os.IsNotExist(err) {
+			require.NoError(t, err)
+		}
+		require.Empty(t, entries, "staging binds are released after the run")
 	}
 	return Outcome{Res: res, Stdout: out.String(), Err: err}
 }

@@ -48,6 +48,8 @@ var tests = []test{
 	{name: "ForkBombContained", f: testForkBombContained},
 	{name: "MemoryLimitKillsAProcess", f: testMemoryLimitKillsAProcess},
 	{name: "MemoryLimitKillsTheCommand", f: testMemoryLimitKillsTheCommand},
+	{name: "PinnedWritesLandOnHostAsOwner", f: testPinnedWritesLandOnHostAsOwner},
+	{name: "PinnedSourcesBehindClosedDirectory", f: testPinnedSourcesBehindClosedDirectory},
 	{name: "PinnedGlobalNobodysToNonMain", f: testPinnedGlobalNobodysToNonMain},
 	{name: "PinnedBindsNosuidNodev", subs: []string{"Dev"}, f: testPinnedBindsNosuidNodev},
 	{name: "SymlinkAboveSourceRefused", f: testSymlinkAboveSourceRefused},
@@ -548,7 +550,41 @@ func (s *suite) pinned(t *testing.T, l *Layout) *suite {
 	if s.p.Pinned == nil {
 		t.Skip(s.p.Name + " pins no bind sources (no Params.Pinned)")
 	}
-	return &suite{p: s.p, b: s.p.Pinned(t, l), known: s.known}
+	return &suite{p: s.p, b: s.p.Pinned(t, l), known: s.known, pins: l.Pins}
+}
+
+// Inside, the sandbox is uid 1000 and owns its folders; on disk, what it
+// wrote belongs to the folders' owner (an idmapped pin's disk user), never
+// to whoever else holds uid 1000 on the host.
+func testPinnedWritesLandOnHostAsOwner(t *testing.T, s *suite, l *Layout) {
+	s = s.pinned(t, l)
+	o := s.sh(t, l.Spec(), "id -u; stat -c '%u %g' /workspace/group /home/agent; echo hi > /workspace/group/new.txt && echo s > /home/agent/state && mkdir /workspace/group/d && echo WROTE")
+	require.NoError(t, o.Err)
+	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
+	assert.Equal(t, "1000\n1000 1000\n1000 1000\nWROTE\n", o.Stdout)
+	for _, p := range []string{filepath.Join(l.Group, "new.txt"), filepath.Join(l.Session, "state"), filepath.Join(l.Group, "d")} {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{uint32(l.UID), uint32(l.GID)}, [2]uint32{st.Uid, st.Gid}, p)
+	}
+}
+
+// Pinned sources need no path the sandbox user can traverse: a project
+// under a 0700 directory (like /root) is bound all the same.
+func testPinnedSourcesBehindClosedDirectory(t *testing.T, s *suite, l *Layout) {
+	s = s.pinned(t, l)
+	closed := filepath.Join(l.Base, "closed")
+	group := filepath.Join(closed, "groups", "team")
+	require.NoError(t, os.MkdirAll(group, 0o755))
+	require.NoError(t, os.Chmod(closed, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(group, "NOTE"), []byte("behind-0700"), 0o644))
+	require.NoError(t, l.Own(group))
+	spec := l.Spec()
+	spec.GroupDir = group
+	o := s.sh(t, spec, "cat /workspace/group/NOTE; echo; id -u; echo w > /workspace/group/out && echo WROTE")
+	require.NoError(t, o.Err)
+	assert.Equal(t, "behind-0700\n1000\nWROTE\n", o.Stdout)
 }
 
 // groups/global belongs to the sandbox user, whom every sandbox writes as
