@@ -97,7 +97,7 @@ func dyingHost(t *testing.T) {
 		c.Command = []string{"/bin/sh", "-c", "echo RAN > /workspace/group/RAN; exec sleep 300"}
 	})
 	f.b.beforeRelease = func() error {
-		fmt.Println("DYING-HOST-BLOCKED " + f.base)
+		fmt.Println("DYING-HOST-BLOCKED " + f.Base)
 		select {}
 	}
 	res, err := f.b.Run(context.Background(), f.spec())

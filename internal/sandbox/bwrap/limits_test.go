@@ -12,36 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// The command sees its rlimits from its first instruction: the host sets them
-// on the namespace init before it forks the command. Memory and processes are
-// the cgroup's (TestCgroupLimitsReadBackFromInside), not rlimits: address
-// space stays unlimited so that programs reserving it still start.
-func TestLimitsInPlaceWhenCommandStarts(t *testing.T) {
-	f := newFixture(t, nil)
-	spec := f.spec()
-	o := f.cmd(t, spec, "/bin/cat", "/proc/self/limits")
-	require.NoError(t, o.err)
-	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
-	want := map[string]string{ // soft and hard
-		"Max address space":  "unlimited unlimited",
-		"Max open files":     "1024 1024",
-		"Max core file size": "0 0",
-		"Max file size":      "1073741824 1073741824",
-	}
-	for _, line := range strings.Split(o.stdout, "\n") {
-		for name, limits := range want {
-			if strings.HasPrefix(line, name+" ") {
-				f := strings.Fields(strings.TrimPrefix(line, name))
-				require.GreaterOrEqual(t, len(f), 2, line)
-				assert.Equal(t, limits, f[0]+" "+f[1], name)
-				delete(want, name)
-			}
-		}
-	}
-	assert.Empty(t, want, "limits missing from /proc/self/limits:\n%s", o.stdout)
-}
+	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
+)
 
 // When the limits cannot be set, the sandbox is killed before the command
 // runs: nothing executes without its limits.
@@ -51,7 +24,7 @@ func TestReleaseFailureRunsNothing(t *testing.T) {
 	o := f.sh(t, f.spec(), "echo ran > /workspace/group/ran")
 	require.Error(t, o.err)
 	assert.Contains(t, o.err.Error(), "planted release failure")
-	_, err := os.Stat(filepath.Join(f.group, "ran"))
+	_, err := os.Stat(filepath.Join(f.Group, "ran"))
 	assert.True(t, os.IsNotExist(err), "the command ran although its limits were never set")
 
 	// The backend is fine afterwards.
@@ -74,7 +47,7 @@ func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 	pr, pw := io.Pipe()
 	spec.Stdout = pw
 	done := make(chan outcome, 1)
-	mark := marker(t)
+	mark := sandboxtest.Marker()
 	go func() {
 		res, err := f.b.run(context.Background(), spec, []string{"/bin/sh", "-c",
 			"cat /proc/self/cgroup; echo READY; while [ ! -e /workspace/group/go ]; do sleep 0.02; done; echo finished " + mark})
@@ -91,7 +64,7 @@ func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 
 	// The shell, as the host sees it.
 	var pid string
-	for _, p := range processesWith(t, mark) {
+	for _, p := range sandboxtest.ProcessesWith(t, mark) {
 		if n, cmd, _ := strings.Cut(p, ": "); strings.HasPrefix(cmd, "/bin/sh ") {
 			pid = n
 		}
@@ -143,7 +116,7 @@ func TestCgroupLimitsReadBackFromInside(t *testing.T) {
 		assert.GreaterOrEqual(t, len(strings.Fields(read(d, "cgroup.procs"))), 3, d)
 	}
 
-	require.NoError(t, os.WriteFile(filepath.Join(f.group, "go"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(f.Group, "go"), nil, 0o644))
 	o := <-done
 	require.NoError(t, o.err)
 	require.Equal(t, 0, o.res.ExitCode, o.res.Stderr)
@@ -170,6 +143,6 @@ func TestCgroupFailureRunsNothing(t *testing.T) {
 	o := f.sh(t, f.spec(), "echo ran > /workspace/group/ran")
 	require.Error(t, o.err)
 	assert.Contains(t, o.err.Error(), "make the sandbox's cgroup")
-	_, err := os.Stat(filepath.Join(f.group, "ran"))
+	_, err := os.Stat(filepath.Join(f.Group, "ran"))
 	assert.True(t, os.IsNotExist(err), "the command ran without its cgroup")
 }

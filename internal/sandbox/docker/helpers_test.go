@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
+	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
 )
 
 // testImageTag is built in TestMain FROM scratch: the static agent and
@@ -162,49 +163,23 @@ func leftovers(invocation string) []string {
 	return strings.Fields(string(out))
 }
 
-// fixture is a throw-away project layout under /tmp: groups/<g>, groups/other,
-// groups/global, data/sessions/<g>, a fake host home with a planted key.
+// fixture is a backend over a throw-away layout (sandboxtest.Layout).
 type fixture struct {
-	base, group, other, global, session, home, sock string
-	b                                               *Backend
+	*sandboxtest.Layout
+	b *Backend
 }
 
 func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	requireEngine(t)
-	base, err := os.MkdirTemp("/tmp", "clawpen-docker-test-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	f := &fixture{
-		base:    base,
-		group:   filepath.Join(base, "groups", "team"),
-		other:   filepath.Join(base, "groups", "other"),
-		global:  filepath.Join(base, "groups", "global"),
-		session: filepath.Join(base, "data", "sessions", "team"),
-		home:    filepath.Join(base, "home", "owner"),
-		sock:    filepath.Join(base, "data", "sockets", "inv.sock"),
-	}
-	for _, d := range []string{f.group, f.other, f.global, f.session, filepath.Join(f.home, ".ssh"), filepath.Dir(f.sock)} {
-		require.NoError(t, os.MkdirAll(d, 0o755))
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(f.group, "ORIGINAL"), []byte("mine"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(f.other, "OTHER_GROUP_SECRET"), []byte("theirs"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(f.global, "MEMORY.md"), []byte("global"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(f.home, ".ssh", "id_rsa"), []byte("FAKE PRIVATE KEY"), 0o644))
-	// What the sandbox may write belongs to uid 1000 (as the runner arranges);
-	// global too, so that read-only is shown to come from the mount.
-	if os.Getuid() == 0 {
-		for _, d := range []string{f.group, f.global, f.session, f.other} {
-			require.NoError(t, filepath.Walk(d, func(p string, _ os.FileInfo, err error) error {
-				if err != nil {
-					return err
-				}
-				return os.Chown(p, sandbox.UID, sandbox.GID)
-			}))
-		}
-	}
+	return &fixture{Layout: sandboxtest.NewLayout(t, "docker"), b: testBackend(t, mod)}
+}
 
+// testBackend makes a backend of the test image that runs /bin/true unless
+// told otherwise, and sees only this test process's containers.
+func testBackend(t testing.TB, mod func(*Config)) *Backend {
+	t.Helper()
+	requireEngine(t)
 	cfg := Config{Image: testImage, Command: []string{"/bin/true"}}
 	if mod != nil {
 		mod(&cfg)
@@ -216,27 +191,10 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Cleanup(func() { _ = b.Close() })
 	k, v, _ := strings.Cut(runLabel, "=")
 	b.scope = map[string]string{k: v}
-	f.b = b
-	return f
+	return b
 }
 
-func (f *fixture) spec(t testing.TB) sandbox.Spec {
-	return sandbox.Spec{
-		InvocationID: "test-" + randomHex(t),
-		Group:        "team",
-		GroupDir:     f.group,
-		GlobalDir:    f.global,
-		SessionDir:   f.session,
-		Env:          map[string]string{"TZ": "UTC", "CLAWPEN_ASSISTANT_NAME": "Andy"},
-		Limits: sandbox.Limits{
-			Timeout:     60 * time.Second,
-			OutputBytes: 1 << 20,
-			MemoryBytes: 256 << 20,
-			Pids:        64,
-			TmpBytes:    1 << 20,
-		},
-	}
-}
+func (f *fixture) spec(testing.TB) sandbox.Spec { return f.Spec() }
 
 type outcome struct {
 	res    sandbox.Result
