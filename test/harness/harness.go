@@ -148,7 +148,9 @@ func Setup() (cleanup func(), err error) {
 		if err != nil {
 			return cleanup, err
 		}
-		Image = "clawpen-agent:e2e-" + digest[:12]
+		// The pid too: test binaries of several packages run at once, and
+		// each removes its own tag when it ends.
+		Image = fmt.Sprintf("clawpen-agent:e2e-%s-%d", digest[:12], os.Getpid())
 		err = docker.BuildImage(context.Background(), docker.ImageOptions{ProjectRoot: root, AgentBin: agent, Tag: Image, Out: io.Discard})
 		if err != nil {
 			return cleanup, fmt.Errorf("build the agent image: %w", err)
