@@ -28,6 +28,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/mounts"
 	"github.com/clawpen/clawpen/internal/ops"
+	"github.com/clawpen/clawpen/internal/retry"
 	"github.com/clawpen/clawpen/internal/router"
 	"github.com/clawpen/clawpen/internal/runner"
 	"github.com/clawpen/clawpen/internal/sandbox"
@@ -414,7 +415,21 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		log.Info("sandbox ready", "backend", backend.Name(), "user", host.User, "uid", uid, "gid", gid)
 	}
 
-	tg, err := telegram.New(ctx, telegram.Config{Token: cfg.TelegramToken, APIURL: cfg.TelegramAPIURL, Logger: log, Pacing: hooks.Pacing})
+	// A Bot API that does not answer at start (a dropped connection, an
+	// outage) is waited for, as the poll loop waits for it later; a token
+	// it refuses ends serve at once.
+	var tg *telegram.Client
+	for wait := (retry.Backoff{First: time.Second, Max: 30 * time.Second}); ; {
+		tg, err = telegram.New(ctx, telegram.Config{Token: cfg.TelegramToken, APIURL: cfg.TelegramAPIURL, Logger: log, Pacing: hooks.Pacing})
+		if !errors.Is(err, telegram.ErrUnreachable) {
+			break
+		}
+		d := wait.Next()
+		log.Warn("Telegram does not answer; trying again", "err", err, "in", d)
+		if retry.Sleep(ctx, d) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("connect to Telegram: %w", err)
 	}

@@ -31,6 +31,10 @@ const requestTimeout = 30 * time.Second
 // 401 for a revoked or mistyped one, 404 for one not shaped like a token.
 var ErrTokenRefused = errors.New("the token is refused by Telegram")
 
+// ErrUnreachable is New's error when getMe got no answer from the Bot API
+// (the network, a dropped connection, a server error): worth trying again.
+var ErrUnreachable = errors.New("the Bot API did not answer")
+
 // Config configures a Client.
 type Config struct {
 	Token       string        // bot token (required)
@@ -107,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("telegram: getMe: %w (%w)", ErrTokenRefused, c.redact(err))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("telegram: getMe: %w", c.redact(err))
+		return nil, fmt.Errorf("telegram: getMe: %w (%w)", ErrUnreachable, c.redact(err))
 	}
 	c.botID, c.username = me.ID, me.Username
 	// Telegram answered: ready from now, not only after the first long

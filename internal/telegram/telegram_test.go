@@ -102,6 +102,7 @@ func TestNewErrors(t *testing.T) {
 	_, err = New(testCtx(t), Config{Token: testToken, APIURL: url})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrTokenRefused, "out of reach is not refused")
+	assert.ErrorIs(t, err, ErrUnreachable, "serve waits for it")
 	assert.NotContains(t, err.Error(), testToken)
 }
 

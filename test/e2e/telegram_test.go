@@ -87,3 +87,16 @@ func TestTextlessMessagesStartNoRun(t *testing.T) {
 	assert.Len(t, h.TG.SentTo(harness.GroupChat), 1, "the group got its one answer and nothing more")
 	assert.Len(t, h.TG.SentTo(harness.OwnerID), 3, "the owner: registration, the notice, the answer")
 }
+
+// A Bot API that drops the host's first getMe calls (a restart during an
+// outage) is waited for: the host starts once it answers and serves. Before,
+// serve exited at the first dropped getMe (the full-size load test saw it).
+func TestHostStartsOnceTelegramAnswers(t *testing.T) {
+	h := harness.New(t, harness.Options{Owner: true})
+	h.Stop()
+	h.TG.DropNextConnections(2)
+	h.Start()
+	assert.Contains(t, h.Stderr.String(), "Telegram does not answer; trying again")
+	h.OwnerSays("after the outage")
+	h.WaitFor(harness.OwnerID, "after the outage")
+}
