@@ -14,31 +14,28 @@ import (
 // injected (TLS ended on the host, the request read and sent on over the
 // host's own TLS), each on a new connection and kept alive. The injected
 // request's added latency is the difference of the p50s (target 2 ms).
+// Each sub-benchmark has a socket of its own: one socket is one run, whose
+// egress connections are capped.
 func BenchmarkTLSRequestThroughEgress(b *testing.B) {
 	credAddr, credCert, _ := tlsUpstream(b)
 	plainAddr, plainCert, _ := tlsUpstream(b)
-	s, _ := injectServer(b, credAddr, poolOf(credCert), plainAddr)
-	for _, tc := range []struct {
-		name string
-		url  string
-		c    *http.Client
-	}{
-		{"tunnel", "https://" + plainAddr + "/x", sandboxClient(s, poolOf(plainCert), false)},
-		{"injected", "https://" + credAddr + "/x", sandboxClient(s, runCAPool(b, s), false)},
-	} {
+	for _, injected := range []bool{false, true} {
 		for _, keep := range []bool{false, true} {
-			name := tc.name + "/new-connection"
-			if keep {
-				name = tc.name + "/kept-alive"
-			}
+			name := map[bool]string{false: "tunnel", true: "injected"}[injected] +
+				map[bool]string{false: "/new-connection", true: "/kept-alive"}[keep]
 			b.Run(name, func(b *testing.B) {
-				tr := tc.c.Transport.(*http.Transport)
+				s, _ := injectServer(b, credAddr, poolOf(credCert), plainAddr)
+				url, c := "https://"+plainAddr+"/x", sandboxClient(s, poolOf(plainCert), false)
+				if injected {
+					url, c = "https://"+credAddr+"/x", sandboxClient(s, runCAPool(b, s), false)
+				}
+				tr := c.Transport.(*http.Transport)
 				tr.DisableKeepAlives = !keep
 				defer tr.CloseIdleConnections()
 				var took []time.Duration
 				for b.Loop() {
 					start := time.Now()
-					resp, err := tc.c.Get(tc.url)
+					resp, err := c.Get(url)
 					if err != nil {
 						b.Fatal(err)
 					}
