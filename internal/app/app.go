@@ -235,7 +235,7 @@ func bwrapBackend(ctx context.Context, cfg config.Config, inst instance, uid, gi
 	if err != nil {
 		return nil, &setupError{err, "run `make build` (builds bin/clawpen and bin/clawpen-agent)"}
 	}
-	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, CgroupName: inst.cgroup, Logger: log}
+	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, CgroupName: inst.cgroup, ReuseCgroups: true, Logger: log}
 	if os.Geteuid() == 0 {
 		// The unprivileged sandbox user binds pinned copies of the sources,
 		// so the project may live anywhere, /root included.

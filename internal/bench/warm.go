@@ -66,16 +66,23 @@ func warmPath(ctx context.Context, o Options) Section {
 				}
 				r = r.WithTarget(fmt.Sprintf("p50 ≤ %d ms", target.Milliseconds()), r.P50 <= ms(target))
 			}
-			o.progress("bench: %s, %s: first answer after start ×%d", backend, label, starts)
-			firsts, err := measureFirstAnswers(ctx, o, backend, warm, starts)
-			first := Latency(fmt.Sprintf("%s %s: first answer after start", backend, label), firsts)
-			switch {
-			case err != nil:
-				first = Row{Name: first.Name, Unit: "ms", Skipped: err.Error()}
-			case warm > 0:
-				first = first.WithTarget(fmt.Sprintf("p50 ≤ %.0f× message → answer p50", firstAnswerRatio), first.P50 <= firstAnswerRatio*r.P50)
+			s.Rows = append(s.Rows, r)
+			for _, fresh := range []bool{false, true} {
+				what := "first answer after a restart"
+				if fresh {
+					what = "first answer after a first start"
+				}
+				o.progress("bench: %s, %s: %s ×%d", backend, label, what, starts)
+				firsts, err := measureFirstAnswers(ctx, o, backend, warm, starts, fresh)
+				first := Latency(fmt.Sprintf("%s %s: %s", backend, label, what), firsts)
+				switch {
+				case err != nil:
+					first = Row{Name: first.Name, Unit: "ms", Skipped: err.Error()}
+				case warm > 0:
+					first = first.WithTarget(fmt.Sprintf("p50 ≤ %.0f× message → answer p50", firstAnswerRatio), first.P50 <= firstAnswerRatio*r.P50)
+				}
+				s.Rows = append(s.Rows, first)
 			}
-			s.Rows = append(s.Rows, r, first)
 			cpu := Row{Name: fmt.Sprintf("%s %s: host + sandbox CPU per message", backend, label), Unit: "ms", Value: res.cpuPerMessage}
 			host := Row{Name: fmt.Sprintf("%s %s:   of which serve itself", backend, label), Unit: "ms", Value: res.hostCPUPerMessage}
 			if backend == "bwrap" {
@@ -91,7 +98,7 @@ func warmPath(ctx context.Context, o Options) Section {
 		}
 	}
 	s.Notes = append(s.Notes,
-		"first answer after start: the same round trip for one message sent as soon as a freshly started serve called getUpdates; serve is started again for each sample, on the same data directory.",
+		"first answer after a restart / a first start: the same round trip for one message sent as soon as a just started serve called getUpdates; serve is started again for each sample, on the same data directory (restart: its database and main group exist) or on a new one (first start).",
 		"message → answer: the fake Telegram hands the owner's update out in a getUpdates answer → the answer's sendMessage reaches it; the fake model answers at once; one message at a time, 1.1 s apart (serve paces a chat to a message a second), the first not counted.",
 		"CPU: `clawpen serve`'s own and its reaped children's (bwrap, its namespace init and the agent) from /proc over the counted messages, divided by their number; the fakes run in the bench, not in it. It includes the next warm sandbox's start. On Docker the containers' CPU is the engine's and is not in it.",
 		"memory: the proportional set size of the processes of the main group's waiting sandbox (bwrap, its init, the agent), read from /proc while it waits, and its anonymous part; the rest is the agent binary's and bwrap's pages in the page cache, shared by every sandbox (one waiting sandbox alone carries all of them).")
@@ -184,27 +191,41 @@ func measureRoundTrips(ctx context.Context, o Options, backend string, warm, run
 }
 
 // measureFirstAnswers starts `clawpen serve` on backend with
-// CLAWPEN_WARM=warm `starts` times, on one data directory, and sends one
-// owner message as soon as each start called getUpdates: the round trip of
-// the first message a host answers.
-func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, starts int) ([]time.Duration, error) {
+// CLAWPEN_WARM=warm `starts` times and sends one owner message as soon as
+// each start called getUpdates: the round trip of the first message a host
+// answers. fresh gives each start a data directory of its own (a first
+// start: no database, no main group yet); else they restart on one.
+func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, starts int, fresh bool) ([]time.Duration, error) {
 	handed := make(chan handOut, 16)
-	h, err := newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
-		"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
-		faketg.WithHandOut(func(id int64, at time.Time) {
-			select {
-			case handed <- handOut{id, at}:
-			default:
-			}
-		}))
-	if err != nil {
-		return nil, err
+	newHost := func() (*serveHost, error) {
+		return newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
+			"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
+			faketg.WithHandOut(func(id int64, at time.Time) {
+				select {
+				case handed <- handOut{id, at}:
+				default:
+				}
+			}))
 	}
-	defer h.Close()
-	tg := h.f.TG
+	var h *serveHost
+	defer func() {
+		if h != nil {
+			h.Close()
+		}
+	}()
 	owner := faketg.User{ID: ownerID, FirstName: "owner"}
 	var firsts []time.Duration
 	for i := range starts {
+		if h == nil || fresh {
+			if h != nil {
+				h.Close()
+			}
+			var err error
+			if h, err = newHost(); err != nil {
+				return nil, err
+			}
+		}
+		tg := h.f.TG
 		p, _, err := h.start(ctx)
 		if err != nil {
 			return nil, err
