@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/clawpen/clawpen/internal/faketg"
+	"github.com/clawpen/clawpen/internal/retry"
 )
 
 // What the warm path aims for: an answer faster than a host with no
@@ -67,13 +68,18 @@ func warmPath(ctx context.Context, o Options) Section {
 				r = r.WithTarget(fmt.Sprintf("p50 ≤ %d ms", target.Milliseconds()), r.P50 <= ms(target))
 			}
 			s.Rows = append(s.Rows, r)
-			for _, fresh := range []bool{false, true} {
-				what := "first answer after a restart"
-				if fresh {
-					what = "first answer after a first start"
-				}
+			for _, v := range []struct {
+				what  string
+				fresh bool
+				idle  time.Duration
+			}{
+				{"first answer after a restart", false, 0},
+				{"first answer after a first start", true, 0},
+				{"first answer after an idle spell", false, idleSpell},
+			} {
+				what := v.what
 				o.progress("bench: %s, %s: %s ×%d", backend, label, what, starts)
-				firsts, err := measureFirstAnswers(ctx, o, backend, warm, starts, fresh)
+				firsts, err := measureFirstAnswers(ctx, o, backend, warm, starts, v.fresh, v.idle)
 				first := Latency(fmt.Sprintf("%s %s: %s", backend, label, what), firsts)
 				switch {
 				case err != nil:
@@ -98,7 +104,7 @@ func warmPath(ctx context.Context, o Options) Section {
 		}
 	}
 	s.Notes = append(s.Notes,
-		"first answer after a restart / a first start: the same round trip for one message sent as soon as a just started serve called getUpdates; serve is started again for each sample, on the same data directory (restart: its database and main group exist) or on a new one (first start).",
+		"first answer after a restart / a first start: the same round trip for one message sent as soon as a just started serve called getUpdates; serve is started again for each sample, on the same data directory (restart: its database and main group exist) or on a new one (first start); idle spell: on the same one, sent 1.5 s after the first getUpdates, once serve paged its idle program out as it does after a quiet minute.",
 		"message → answer: the fake Telegram hands the owner's update out in a getUpdates answer → the answer's sendMessage reaches it; the fake model answers at once; one message at a time, 1.1 s apart (serve paces a chat to a message a second), the first not counted.",
 		"CPU: `clawpen serve`'s own and its reaped children's (bwrap, its namespace init and the agent) from /proc over the counted messages, divided by their number; the fakes run in the bench, not in it. It includes the next warm sandbox's start. On Docker the containers' CPU is the engine's and is not in it.",
 		"memory: the proportional set size of the processes of the main group's waiting sandbox (bwrap, its init, the agent), read from /proc while it waits, and its anonymous part; the rest is the agent binary's and bwrap's pages in the page cache, shared by every sandbox (one waiting sandbox alone carries all of them).")
@@ -194,8 +200,9 @@ func measureRoundTrips(ctx context.Context, o Options, backend string, warm, run
 // CLAWPEN_WARM=warm `starts` times and sends one owner message as soon as
 // each start called getUpdates: the round trip of the first message a host
 // answers. fresh gives each start a data directory of its own (a first
-// start: no database, no main group yet); else they restart on one.
-func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, starts int, fresh bool) ([]time.Duration, error) {
+// start: no database, no main group yet); else they restart on one. idle
+// is how long serve idles between its first getUpdates and the message.
+func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, starts int, fresh bool, idle time.Duration) ([]time.Duration, error) {
 	handed := make(chan handOut, 16)
 	newHost := func() (*serveHost, error) {
 		return newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
@@ -230,6 +237,10 @@ func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, s
 		if err != nil {
 			return nil, err
 		}
+		if err := retry.Sleep(ctx, idle); err != nil {
+			p.stop()
+			return nil, err
+		}
 		before := len(tg.SentTo(ownerID))
 		id := tg.PushMessage(ownerID, "private", "", owner, fmt.Sprintf("first message of start %d: REPLY ok", i))
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
@@ -259,6 +270,11 @@ func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, s
 	}
 	return firsts, nil
 }
+
+// idleSpell is how long serve idles before the message of "first answer
+// after an idle spell": past its first page-out of its idle program (500
+// ms after start), which a quiet minute after work repeats.
+const idleSpell = 1500 * time.Millisecond
 
 // processCPU is pid's user and system CPU with its reaped children's, and
 // its own alone (/proc/<pid>/stat: utime, stime, cutime, cstime, in clock
