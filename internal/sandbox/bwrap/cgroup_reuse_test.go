@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
@@ -148,4 +149,48 @@ func TestSandboxesOfAGroupShareTheirCgroup(t *testing.T) {
 	for _, b := range f.b.cgroups.bases {
 		assert.NoDirExists(t, filepath.Join(b, seen[0]))
 	}
+}
+
+// What a sandbox's cgroup costs the host per run, made and removed, or
+// kept and reused (release included): go test -run - -bench CgroupPerRun.
+func BenchmarkCgroupPerRun(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to make cgroups")
+	}
+	m, err := OpenCgroups(CgroupConfig{})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer m.Close()
+	for _, key := range []string{"", "main"} {
+		name := "fresh"
+		if key != "" {
+			name = "reused"
+		}
+		b.Run(name, func(b *testing.B) {
+			cpu0 := selfCPU(b)
+			for b.Loop() {
+				cg, err := m.Take(key, reuseLimits)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := cg.Reached(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cg.Release(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(selfCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// selfCPU is this process's user and system CPU time so far, in ns.
+func selfCPU(b *testing.B) int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
