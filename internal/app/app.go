@@ -94,10 +94,13 @@ type instance struct {
 	bwrapPins  string // root host: where bwrap's bind sources are pinned
 	dockerPins string // root host: where Docker's idmapped pins are made
 	cgroup     string // bwrap's sandbox cgroups; "" is a random name, removed on close
+	// checkLater runs bwrap's self-check beside start-up instead of
+	// before it returns (serve: see checkedLater).
+	checkLater bool
 }
 
 func serveInstance(cfg config.Config) instance {
-	return instance{bwrapPins: PinDir(cfg), dockerPins: filepath.Join(cfg.DataDir, "pins"), cgroup: CgroupName(cfg)}
+	return instance{bwrapPins: PinDir(cfg), dockerPins: filepath.Join(cfg.DataDir, "pins"), cgroup: CgroupName(cfg), checkLater: true}
 }
 
 // setupError is a step of the host's start that failed, with what the
@@ -228,6 +231,10 @@ func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Lo
 		reasons = append(reasons, "bwrap: "+err.Error())
 		return unavailable{fmt.Errorf("no sandbox: %s", strings.Join(reasons, "; "))}, uid, gid, noop
 	}
+	if inst.checkLater {
+		c := checkLater(ctx, b, reasons, log)
+		return c, uid, gid, func() { <-c.done; _ = b.Close() }
+	}
 	return b, uid, gid, func() { _ = b.Close() }
 }
 
@@ -236,7 +243,7 @@ func bwrapBackend(ctx context.Context, cfg config.Config, inst instance, uid, gi
 	if err != nil {
 		return nil, &setupError{err, "run `make build` (builds bin/clawpen and bin/clawpen-agent)"}
 	}
-	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, CgroupName: inst.cgroup, Logger: log}
+	bc := bwrap.Config{AgentBin: bin, RunAsUID: uid, RunAsGID: gid, CgroupName: inst.cgroup, ReuseCgroups: true, Logger: log}
 	if os.Geteuid() == 0 {
 		// The unprivileged sandbox user binds pinned copies of the sources,
 		// so the project may live anywhere, /root included.
@@ -249,14 +256,77 @@ func bwrapBackend(ctx context.Context, cfg config.Config, inst instance, uid, gi
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Check(ctx); err != nil {
-		_ = b.Close()
-		return nil, &setupError{fmt.Errorf("bubblewrap cannot create its namespaces: %w", err),
-			"allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0) " +
-				"or run inside a VM/container that permits them"}
+	if !inst.checkLater {
+		if err := checkBwrap(ctx, b); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
 	}
 	log.Info("sandbox cgroups", "where", b.Cgroups())
 	return b, nil
+}
+
+// checkBwrap runs bwrap's self-check: a trivial sandbox with every
+// namespace, limit and the seccomp filter a run has.
+func checkBwrap(ctx context.Context, b *bwrap.Backend) error {
+	if err := b.Check(ctx); err != nil {
+		return &setupError{fmt.Errorf("bubblewrap cannot create its namespaces: %w", err),
+			"allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0) " +
+				"or run inside a VM/container that permits them"}
+	}
+	return nil
+}
+
+// checkedLater is serve's bwrap backend while and after its self-check
+// runs beside start-up (a sandbox of its own, ~10 ms, no longer before the
+// first getUpdates). Every run waits for the check; once it failed, every
+// run is refused with its reason, as by an unavailable backend: nothing
+// runs before the check passed.
+type checkedLater struct {
+	*bwrap.Backend
+	done chan struct{} // closed when the check ended; err is set
+	err  error
+}
+
+// checkLater starts b's self-check under ctx (serve's life); reasons are
+// why the backends tried before bwrap do not work.
+func checkLater(ctx context.Context, b *bwrap.Backend, reasons []string, log *slog.Logger) *checkedLater {
+	c := &checkedLater{Backend: b, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		if err := checkBwrap(ctx, b); err != nil {
+			if ctx.Err() != nil {
+				c.err = fmt.Errorf("no sandbox: the host stopped before its sandbox check ended: %w", ctx.Err())
+				return
+			}
+			c.err = fmt.Errorf("no sandbox: %s", strings.Join(append(reasons, "bwrap: "+err.Error()), "; "))
+			log.Error("agents will not run", "reason", c.err)
+		}
+	}()
+	return c
+}
+
+// Run waits for the check, then runs spec in bwrap, or refuses.
+func (c *checkedLater) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return sandbox.Result{}, fmt.Errorf("wait for the sandbox check: %w", ctx.Err())
+	}
+	if c.err != nil {
+		return sandbox.Result{}, fmt.Errorf("%w: %w", runner.ErrNoSandbox, c.err)
+	}
+	return c.Backend.Run(ctx, spec)
+}
+
+// failed is why the check failed; nil while it runs and once it passed.
+func (c *checkedLater) failed() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
 }
 
 // dockerBackend connects to the engine and checks the image. The container
@@ -407,6 +477,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		log.Error("agents will not run", "reason", b.err)
 		host = router.HostStatus{NoSandbox: b.err.Error(), Model: cfg.Model}
 	case *bwrap.Backend:
+		host.Limits = "cgroup " + string(b.CgroupMode())
+	case *checkedLater:
 		host.Limits = "cgroup " + string(b.CgroupMode())
 	case *docker.Backend:
 		host.Limits = "Docker's cgroups"

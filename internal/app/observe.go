@@ -42,6 +42,7 @@ func startMetrics(ctx context.Context, cfg config.Config, m *hostMetrics, hs *he
 func serving(m *hostMetrics, hs *health, h *Host, backend runner.Sandbox) {
 	m.Watch(metricSources{Queue: h.Router.QueueWaiting, Outbox: h.store.OutboxStats, Unrecorded: h.Router.Unrecorded})
 	_, noSandbox := backend.(unavailable)
+	later, _ := backend.(*checkedLater)
 	checks := []readyCheck{
 		{Name: "store", Run: h.store.Writable},
 		{Name: "telegram", Run: func(context.Context) error {
@@ -51,7 +52,7 @@ func serving(m *hostMetrics, hs *health, h *Host, backend runner.Sandbox) {
 			return nil
 		}},
 		{Name: "sandbox", Run: func(context.Context) error {
-			if noSandbox {
+			if noSandbox || (later != nil && later.failed() != nil) {
 				return errors.New("no sandbox backend works on this host: see `clawpen doctor`")
 			}
 			return nil

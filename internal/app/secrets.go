@@ -48,13 +48,16 @@ func Guard(cfg config.Config, td *tools.Dir) *leakguard.Guard {
 // the system's, and the certificates in CLAWPEN_UPSTREAM_CA_FILE. A file
 // that cannot be read or holds no certificate is an error: the host does
 // not start rather than inject credentials it cannot check the way to.
+// Without a file they are nil, which crypto/tls reads as the system's:
+// loaded on the first verification, not on serve's start path (parsing
+// every system root took ~10 ms before the first getUpdates).
 func UpstreamRoots(cfg config.Config) (*x509.CertPool, error) {
+	if cfg.UpstreamCAFile == "" {
+		return nil, nil
+	}
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
-	}
-	if cfg.UpstreamCAFile == "" {
-		return pool, nil
 	}
 	data, err := os.ReadFile(cfg.UpstreamCAFile)
 	if err != nil {

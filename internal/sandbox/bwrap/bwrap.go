@@ -71,7 +71,12 @@ type Config struct {
 	// restarts removes what a crash left there; two live hosts must not share
 	// it. Empty: a random name, removed by Close.
 	CgroupName string
-	Logger     *slog.Logger
+	// ReuseCgroups keeps a sandbox's cgroup, once the sandbox is gone and
+	// the cgroup provably empty, for its group's next sandbox with the same
+	// limits (CgroupManager.Take, Release); Close removes them. Off: each
+	// sandbox's cgroup is removed with it.
+	ReuseCgroups bool
+	Logger       *slog.Logger
 }
 
 // Backend runs invocations under bubblewrap.
@@ -196,9 +201,14 @@ func (b *Backend) Close() error {
 	return b.cgroups.Close()
 }
 
-// newCgroup makes the cgroup for one sandbox with lim.
-func (b *Backend) newCgroup(lim sandbox.Limits) (*Cgroup, error) {
-	cg, err := b.cgroups.New(cgroupLimits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
+// newCgroup makes the cgroup for one sandbox with lim; key, when not ""
+// and cgroups are reused, names whose sandboxes may reuse it
+// (CgroupManager.Take).
+func (b *Backend) newCgroup(key string, lim sandbox.Limits) (*Cgroup, error) {
+	if !b.cfg.ReuseCgroups {
+		key = ""
+	}
+	cg, err := b.cgroups.Take(key, cgroupLimits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
 	if err != nil {
 		return nil, fmt.Errorf("make the sandbox's cgroup: %w", err)
 	}
@@ -253,7 +263,7 @@ func (b *Backend) Check(ctx context.Context) error {
 		filter.Close()
 		return err
 	}
-	cg, err := b.newCgroup(sandbox.DefaultLimits)
+	cg, err := b.newCgroup("", sandbox.DefaultLimits)
 	if err != nil {
 		filter.Close()
 		return err
@@ -371,17 +381,18 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	go func() {
 		defer close(cgReady)
 		if !b.baseline {
-			cg, cgErr = b.newCgroup(lim)
+			cg, cgErr = b.newCgroup(spec.Group, lim)
 		}
 	}()
 	// Deferred first, so it runs last, once bwrap and so the whole sandbox
-	// are gone; it kills anything still in the cgroup first.
+	// are gone; the group's next sandbox reuses the cgroup when it is
+	// empty, else it kills anything still in it and removes it.
 	defer func() {
 		<-cgReady
 		if cg == nil {
 			return
 		}
-		if err := cg.Remove(); err != nil {
+		if err := cg.Release(); err != nil {
 			b.log.Error("remove the sandbox's cgroup", "invocation", spec.InvocationID, "err", err)
 		}
 	}()

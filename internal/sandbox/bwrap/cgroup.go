@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -122,6 +123,12 @@ type CgroupManager struct {
 	// writes without probing.
 	has map[string]bool
 	cgroupHooks
+
+	// idle are the cgroups kept for each key's next sandbox (Take,
+	// Release); closed: Close ran, none is kept any more.
+	idleMu sync.Mutex
+	idle   map[string]*Cgroup
+	closed bool
 }
 
 // cgroupHooks are what tests replace: a directory tree that mimics cgroupfs has no
@@ -158,7 +165,7 @@ func openCgroups(cfg CgroupConfig, h cgroupHooks) (*CgroupManager, error) {
 	if err != nil {
 		return nil, &CgroupError{Reason: "read the host's cgroup", Err: err}
 	}
-	m := &CgroupManager{name: cfg.Name, cgroupHooks: h, has: map[string]bool{}}
+	m := &CgroupManager{name: cfg.Name, cgroupHooks: h, has: map[string]bool{}, idle: map[string]*Cgroup{}}
 	switch {
 	case exists(filepath.Join(cfg.Root, "cgroup.controllers")):
 		m.mode = CgroupV2
@@ -307,7 +314,7 @@ func (m *CgroupManager) Describe() string {
 // Close removes every sandbox cgroup of this host (killing what is left in
 // them) and the instance directory.
 func (m *CgroupManager) Close() error {
-	var errs []error
+	errs := []error{m.dropIdle()}
 	for _, b := range m.bases {
 		if err := m.clear(b); err != nil {
 			errs = append(errs, err)
@@ -343,6 +350,12 @@ type Cgroup struct {
 	m    *CgroupManager
 	name string
 	dirs []string
+	lim  cgroupLimits
+	// key is whose sandboxes may reuse it (Take); "" none.
+	key string
+	// base is what its event counters were when it was last released:
+	// Reached counts from there.
+	base counters
 }
 
 // New makes a sandbox cgroup with lim. Nothing is in it until Attach.
@@ -350,7 +363,7 @@ func (m *CgroupManager) New(lim cgroupLimits) (*Cgroup, error) {
 	if lim.MemoryBytes <= 0 || lim.Pids <= 0 || lim.CPUs <= 0 {
 		return nil, fmt.Errorf("sandbox cgroup: every limit must be set: %+v", lim)
 	}
-	cg := &Cgroup{m: m, name: "sb-" + randomHex(8)}
+	cg := &Cgroup{m: m, name: "sb-" + randomHex(8), lim: lim}
 	for _, b := range m.bases {
 		d := filepath.Join(b, cg.name)
 		if err := m.mkdir(d); err != nil {

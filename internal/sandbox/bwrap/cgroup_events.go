@@ -16,26 +16,18 @@ import (
 // of them (v2 memory.events oom_kill; v1 memory.oom_control oom_kill), the
 // process limit when a fork or a new thread was refused (pids.events max,
 // both versions). Memory wins when both happened: a killed process is what
-// ends a run. Read it before Remove.
+// ends a run. Read it before Remove or Release.
 func (c *Cgroup) Reached() (sandbox.Limit, error) {
-	memFile, oomKey := "memory.events", "oom_kill"
-	if c.m.mode == CgroupV1 {
-		memFile = "memory.oom_control"
+	n, err := c.counters()
+	if err != nil {
+		return "", err
 	}
-	for _, r := range []struct {
-		ctrl, file, key string
-		limit           sandbox.Limit
-	}{
-		{"memory", memFile, oomKey, sandbox.MemoryLimit},
-		{"pids", "pids.events", "max", sandbox.ProcessLimit},
-	} {
-		n, err := c.counter(r.ctrl, r.file, r.key)
-		if err != nil {
-			return "", err
-		}
-		if n > 0 {
-			return r.limit, nil
-		}
+	// A reused cgroup (Take) counts from where its last sandbox left it.
+	switch {
+	case n.oomKills > c.base.oomKills:
+		return sandbox.MemoryLimit, nil
+	case n.pidsMax > c.base.pidsMax:
+		return sandbox.ProcessLimit, nil
 	}
 	return "", nil
 }
