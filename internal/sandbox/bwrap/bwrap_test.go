@@ -100,7 +100,7 @@ func TestView(t *testing.T) {
 		{name: "no sysfs", script: "test -e /sys/class/net", wantExit: 1},
 		{name: "no nested user namespaces", script: "unshare -U true", wantExit: 1},
 		{name: "synthesised etc", script: "ls /etc; cat /etc/passwd",
-			wantOut: etcListing(probeHost()) + etcFiles[0].content},
+			wantOut: etcListing(sandbox.ProbeHostSystem()) + sandbox.EtcFiles[0].Content},
 		{name: "no inherited descriptors", script: "ls /proc/self/fd", wantOut: "0\n1\n2\n3\n"},
 		{name: "host dirs absent", script: "ls -A /; ls -A /home /run /run/clawpen /workspace",
 			wantOut: "bin\ndev\netc\nhome\nlib\nlib64\nproc\nrun\nsbin\ntmp\nusr\nworkspace\n" +
@@ -586,15 +586,15 @@ func TestExtraMountMasksAndWritePaths(t *testing.T) {
 
 // etcListing is what `ls /etc` shows in the sandbox: the synthesised files and
 // the top-level entries of what the host lends (which varies by host).
-func etcListing(l hostLayout) string {
+func etcListing(l sandbox.HostSystem) string {
 	seen := map[string]bool{}
-	for _, f := range etcFiles {
-		seen[filepath.Base(f.dest)] = true
+	for _, f := range sandbox.EtcFiles {
+		seen[filepath.Base(f.Dest)] = true
 	}
-	for _, d := range l.etcBinds {
+	for _, d := range l.EtcBinds {
 		seen[strings.SplitN(strings.TrimPrefix(d, "/etc/"), "/", 2)[0]] = true
 	}
-	if l.hasLocal {
+	if l.HasLocal {
 		seen["localtime"] = true
 	}
 	names := make([]string, 0, len(seen))
