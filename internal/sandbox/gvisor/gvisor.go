@@ -439,3 +439,24 @@ func lastLines(s string) string {
 	}
 	return s
 }
+
+// Fingerprint names the agent binary and runsc as they are on disk now: a
+// rebuilt binary makes sandboxes started before it stale.
+func (g *Backend) Fingerprint(context.Context) (string, error) {
+	var sb strings.Builder
+	for _, p := range []string{g.cfg.AgentBin, g.runsc} {
+		if p == "" {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint %s: %w", p, err)
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if st == nil {
+			return "", fmt.Errorf("fingerprint %s: no stat", p)
+		}
+		fmt.Fprintf(&sb, "%s:%d:%d:%d:%d.%d;", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	}
+	return sb.String(), nil
+}
