@@ -195,6 +195,7 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
 			},
 			CgroupsPath: g.cgroupPath(bd.dir),
+			Seccomp:     sandbox.OCISeccomp(),
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &lim.MemoryBytes, Swap: &lim.MemoryBytes},
 				Pids:   &specs.LinuxPids{Limit: pids},

@@ -186,7 +186,7 @@ var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
 
 // global are runsc's flags for every command.
 func (g *Backend) global() []string {
-	return []string{"--root", g.state, "--network=none", "--host-uds=open"}
+	return []string{"--root", g.state, "--network=none", "--host-uds=open", "--oci-seccomp"}
 }
 
 // RemoveOrphans kills and deletes every container in the state dir, and

@@ -285,3 +285,17 @@ func TestOrphansRemoved(t *testing.T) {
 	out, _ := exec.Command("runsc", "--root", e.g.state, "list", "--quiet").Output()
 	assert.Empty(t, strings.TrimSpace(string(out)))
 }
+
+// TestSeccompInside: the filter is loaded inside gVisor's kernel: keyctl
+// is refused; threads still start (clone3 is not refused with EPERM, on
+// which libc would not fall back to clone).
+func TestSeccompInside(t *testing.T) {
+	e := setup(t)
+	_, out := e.run(t, sandbox.Spec{}, `grep '^Seccomp:' /proc/self/status; python3 -c '
+import ctypes, errno, threading
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(250, 0, 0, 0, 0, 0)
+print("keyctl", r, errno.errorcode.get(ctypes.get_errno()))
+t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()'`)
+	assert.Equal(t, "Seccomp:\t2\nkeyctl -1 EPERM\nthread ran\n", out)
+}
