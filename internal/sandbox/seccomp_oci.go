@@ -1,26 +1,61 @@
 package sandbox
 
 import (
+	"fmt"
+
+	elastic "github.com/elastic/go-seccomp-bpf"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
 // OCISeccomp is the filter a gVisor sandbox loads inside its own kernel
-// (runsc --oci-seccomp): every call the bwrap filter refuses with EPERM
-// whatever its arguments. runsc 2022-12-19 answers every refusal with
-// EPERM whatever errnoRet says, so the rules with another errno (clone3's
-// ENOSYS, on which libc falls back to clone) are left out, as are the rules
-// on arguments (clone and unshare flags, personality, socket families,
-// terminal ioctls): gVisor's Sentry serves those calls itself, and none
-// reaches the host kernel.
-func OCISeccomp() *specs.LinuxSeccomp {
+// (runsc --oci-seccomp): the bwrap filter's rules, as OCI rules. runsc
+// 2022-12-19 answers every refusal with EPERM whatever errnoRet says, so a
+// rule whose errno matters is left out: clone3's ENOSYS, on which libc
+// falls back to clone (EPERM would fail every thread). The socket families
+// are refused with EPERM instead of EAFNOSUPPORT. The terminal ioctls are
+// left to gVisor, which has no TIOCSTI into the host's terminal.
+func OCISeccomp() (*specs.LinuxSeccomp, error) {
 	s := &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: []specs.Arch{specs.ArchX86_64}}
 	eperm := uint(unix.EPERM)
+	rule := func(names []string, args []specs.LinuxSeccompArg) {
+		s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: names, Action: specs.ActErrno, ErrnoRet: &eperm, Args: args})
+	}
 	for _, r := range seccompDeny {
-		if len(r.Args) > 0 || (r.Errno != 0 && r.Errno != unix.EPERM) {
+		if r.Errno == unix.ENOSYS {
 			continue
 		}
-		s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: r.Names, Action: specs.ActErrno, ErrnoRet: &eperm})
+		if len(r.Args) == 0 {
+			rule(r.Names, nil)
+			continue
+		}
+		// OCI ANDs the arguments of one rule; a BitsSet condition (any of
+		// the bits) becomes one rule per bit.
+		var and []specs.LinuxSeccompArg
+		var bits []uint64
+		for _, c := range r.Args {
+			switch c.Operation {
+			case elastic.NotEqual:
+				and = append(and, specs.LinuxSeccompArg{Index: uint(c.Argument), Value: c.Value, Op: specs.OpNotEqual})
+			case elastic.BitsSet:
+				for b := uint64(1); b != 0 && b <= c.Value; b <<= 1 {
+					if c.Value&b != 0 {
+						bits = append(bits, b)
+					}
+				}
+				if len(r.Args) > 1 {
+					return nil, fmt.Errorf("seccomp rule for %v: a bit set with other conditions", r.Names)
+				}
+			default:
+				return nil, fmt.Errorf("seccomp rule for %v: operation %s has no OCI form here", r.Names, c.Operation)
+			}
+		}
+		for _, b := range bits {
+			rule(r.Names, []specs.LinuxSeccompArg{{Index: uint(r.Args[0].Argument), Value: b, ValueTwo: b, Op: specs.OpMaskedEqual}})
+		}
+		if len(and) > 0 {
+			rule(r.Names, and)
+		}
 	}
-	return s
+	return s, nil
 }

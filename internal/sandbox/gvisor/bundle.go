@@ -167,6 +167,10 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 		mounts = append(mounts, ro(g.cfg.AgentBin, AgentPath))
 	}
 
+	filter, err := sandbox.OCISeccomp()
+	if err != nil {
+		return nil, err
+	}
 	pids := int64(lim.Pids)
 	period := uint64(100000)
 	quota := int64(lim.CPUs*float64(period) + 0.5)
@@ -195,7 +199,7 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
 			},
 			CgroupsPath: g.cgroupPath(bd.dir),
-			Seccomp:     sandbox.OCISeccomp(),
+			Seccomp:     filter,
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &lim.MemoryBytes, Swap: &lim.MemoryBytes},
 				Pids:   &specs.LinuxPids{Limit: pids},
