@@ -9,12 +9,15 @@ import (
 )
 
 // OCISeccomp is the filter a gVisor sandbox loads inside its own kernel
-// (runsc --oci-seccomp): the bwrap filter's rules, as OCI rules. runsc
-// 2022-12-19 answers every refusal with EPERM whatever errnoRet says, so a
-// rule whose errno matters is left out: clone3's ENOSYS, on which libc
-// falls back to clone (EPERM would fail every thread). The socket families
-// are refused with EPERM instead of EAFNOSUPPORT. The terminal ioctls are
-// left to gVisor, which has no TIOCSTI into the host's terminal.
+// (runsc --oci-seccomp): the bwrap filter's rules that runsc 2022-12-19
+// applies as written. It answers every refusal with EPERM whatever
+// errnoRet says, so a rule whose errno matters is left out: clone3's
+// ENOSYS, on which libc falls back to clone (EPERM would fail every
+// thread). It does not apply a rule of several "not equal" arguments as
+// their conjunction (the socket rule refused AF_UNIX too), so the socket
+// family and personality rules are left to gVisor's Sentry, which serves
+// those calls itself. The terminal ioctls are left to it too. The rules
+// on namespace flags load, one per flag.
 func OCISeccomp() (*specs.LinuxSeccomp, error) {
 	s := &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: []specs.Arch{specs.ArchX86_64}}
 	eperm := uint(unix.EPERM)
@@ -29,14 +32,12 @@ func OCISeccomp() (*specs.LinuxSeccomp, error) {
 			rule(r.Names, nil)
 			continue
 		}
-		// OCI ANDs the arguments of one rule; a BitsSet condition (any of
-		// the bits) becomes one rule per bit.
-		var and []specs.LinuxSeccompArg
+		// A BitsSet condition (any of the bits) becomes one rule per bit.
 		var bits []uint64
 		for _, c := range r.Args {
 			switch c.Operation {
 			case elastic.NotEqual:
-				and = append(and, specs.LinuxSeccompArg{Index: uint(c.Argument), Value: c.Value, Op: specs.OpNotEqual})
+				continue // see above
 			case elastic.BitsSet:
 				for b := uint64(1); b != 0 && b <= c.Value; b <<= 1 {
 					if c.Value&b != 0 {
@@ -52,9 +53,6 @@ func OCISeccomp() (*specs.LinuxSeccomp, error) {
 		}
 		for _, b := range bits {
 			rule(r.Names, []specs.LinuxSeccompArg{{Index: uint(r.Args[0].Argument), Value: b, ValueTwo: b, Op: specs.OpMaskedEqual}})
-		}
-		if len(and) > 0 {
-			rule(r.Names, and)
 		}
 	}
 	return s, nil

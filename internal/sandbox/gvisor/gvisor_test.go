@@ -293,14 +293,12 @@ func TestSeccompInside(t *testing.T) {
 	e := setup(t)
 	_, out := e.run(t, sandbox.Spec{}, `grep '^Seccomp:' /proc/self/status; unshare -U true 2>/dev/null && echo userns made; unshare -m true 2>/dev/null && echo mountns made; python3 -c '
 import ctypes, errno, socket, threading
-try:
-    socket.socket(40, socket.SOCK_STREAM)
-    print("vsock made")
-except OSError as e:
-    print("vsock", errno.errorcode[e.errno])
+for fam in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):
+    socket.socket(fam, socket.SOCK_STREAM).close()
+print("sockets made")
 libc = ctypes.CDLL(None, use_errno=True)
 r = libc.syscall(250, 0, 0, 0, 0, 0)
 print("keyctl", r, errno.errorcode.get(ctypes.get_errno()))
 t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()'`)
-	assert.Equal(t, "Seccomp:\t2\nvsock EPERM\nkeyctl -1 EPERM\nthread ran\n", out)
+	assert.Equal(t, "Seccomp:\t2\nsockets made\nkeyctl -1 EPERM\nthread ran\n", out)
 }
