@@ -49,7 +49,9 @@ func kernelAttacks() []attack {
 		{name: "host-paths-in-mountinfo", ownKernel: true, msg: func(e *env) string {
 			return bash(lines(
 				`grep -q -F "`+e.h.Dir+`" /proc/self/mountinfo && echo MOUNTINFO-HAS-HOST-DIR || echo MOUNTINFO=HELD`,
-				`grep -q -e " /tmp/" -e " /run/clawpen/" -e " /root/" /proc/self/mountinfo && echo MOUNTINFO-HAS-HOST-PATHS || echo MOUNTINFO-PATHS=HELD`))
+				// The 4th field is the mount's root in its file system:
+				// a host path for a bind.
+				`awk '{print $4}' /proc/self/mountinfo | grep -q -e '^/tmp/' -e '^/run/clawpen/' -e '^/root/' && echo MOUNTINFO-HAS-HOST-PATHS || echo MOUNTINFO-PATHS=HELD`))
 		}, want: []string{"MOUNTINFO=HELD", "MOUNTINFO-PATHS=HELD"}},
 	}
 }
