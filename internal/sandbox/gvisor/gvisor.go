@@ -138,7 +138,16 @@ func (g *Backend) Name() string { return "gvisor" }
 // no Run is left).
 func (g *Backend) Close() error {
 	for _, c := range controllers {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, g.cfg.Prefix))
+		dir := filepath.Join("/sys/fs/cgroup", c, g.cfg.Prefix)
+		// A run cut short (the host stopped mid-start) may leave its empty
+		// cgroup; rmdir refuses one that still has a process.
+		left, _ := os.ReadDir(dir)
+		for _, e := range left {
+			if e.IsDir() {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+		_ = os.Remove(dir)
 	}
 	_ = g.idmap.Close()
 	_ = g.nobody.Close()
@@ -254,9 +263,19 @@ func (g *Backend) killCgroup(id string) {
 	}
 }
 
+// removeCgroup removes the container's cgroup once its killed processes
+// are gone (rmdir fails while one is still exiting; bounded).
 func (g *Backend) removeCgroup(id string) {
-	for _, c := range controllers {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, g.cfg.Prefix, id))
+	for range 50 {
+		busy := false
+		for _, c := range controllers {
+			err := os.Remove(filepath.Join("/sys/fs/cgroup", c, g.cfg.Prefix, id))
+			busy = busy || errors.Is(err, syscall.EBUSY)
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
