@@ -15,7 +15,8 @@ all: build
 # or to a person's account.
 SANDBOX_USER ?= $(or $(CLAWPEN_SANDBOX_USER),clawpen-sandbox)
 
-# System packages the host needs: bubblewrap (sandbox), gcc (cgo for SQLite),
+# System packages the host needs: bubblewrap (sandbox), runsc (gVisor, the
+# sandbox of profiles with "runtime": "gvisor"), gcc (cgo for SQLite),
 # busybox-static and debootstrap (Docker test and agent images), Compose (the
 # tests bring configs/compose.yaml up), espeak-ng and opus-tools (the tests'
 # real voice notes), PostgreSQL (the tests start a server of their own from
@@ -24,6 +25,7 @@ SANDBOX_USER ?= $(or $(CLAWPEN_SANDBOX_USER),clawpen-sandbox)
 deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v runsc >/dev/null || missing="$$missing runsc"; \
 	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
 	command -v ss >/dev/null || missing="$$missing iproute2"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \

@@ -34,6 +34,7 @@ import (
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/bwrap"
 	"github.com/clawpen/clawpen/internal/sandbox/docker"
+	"github.com/clawpen/clawpen/internal/sandbox/gvisor"
 	"github.com/clawpen/clawpen/internal/scheduler"
 	"github.com/clawpen/clawpen/internal/store"
 	"github.com/clawpen/clawpen/internal/telegram"
@@ -97,10 +98,12 @@ type instance struct {
 	// checkLater runs bwrap's self-check beside start-up instead of
 	// before it returns (serve: see checkedLater).
 	checkLater bool
+	gvisor     string // runsc's state, bundles and pins (root host)
 }
 
 func serveInstance(cfg config.Config) instance {
-	return instance{bwrapPins: PinDir(cfg), dockerPins: filepath.Join(cfg.DataDir, "pins"), cgroup: CgroupName(cfg), checkLater: true}
+	return instance{bwrapPins: PinDir(cfg), dockerPins: filepath.Join(cfg.DataDir, "pins"), cgroup: CgroupName(cfg), checkLater: true,
+		gvisor: filepath.Join(cfg.DataDir, "gvisor")}
 }
 
 // setupError is a step of the host's start that failed, with what the
@@ -214,6 +217,27 @@ func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Lo
 	if err := privateParents(cfg, gid); err != nil {
 		return unavailable{fmt.Errorf("no sandbox: what sandboxes write would be reachable by other host users: %w", err)}, -1, -1, noop
 	}
+	if cfg.Sandbox == "gvisor" {
+		g, err := gvisorBackend(ctx, cfg, inst, uid, gid, log)
+		if err != nil {
+			return unavailable{fmt.Errorf("no sandbox: CLAWPEN_SANDBOX=gvisor: %w", err)}, -1, -1, noop
+		}
+		return g, uid, gid, func() { _ = g.Close() }
+	}
+	sb, uid, gid, close = hostBackendFor(ctx, cfg, inst, uid, gid, log)
+	if _, ok := sb.(unavailable); ok {
+		return sb, uid, gid, close
+	}
+	// gVisor beside it, for the profiles that ask for it: made on the first
+	// such run, so a host none of whose groups asks pays nothing.
+	r := &routed{Sandbox: sb, make: func(ctx context.Context) (*gvisor.Backend, error) {
+		return gvisorBackend(ctx, cfg, inst, uid, gid, log)
+	}}
+	return r, uid, gid, func() { r.close(); close() }
+}
+
+func hostBackendFor(ctx context.Context, cfg config.Config, inst instance, uid, gid int, log *slog.Logger) (sb runner.Sandbox, _, _ int, close func()) {
+	noop := func() {}
 	var reasons []string
 	if cfg.Sandbox == "docker" || cfg.Sandbox == "auto" {
 		d, err := dockerBackend(ctx, cfg, inst, uid, gid, log)
@@ -459,7 +483,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 	}
 	// Containers do not die with the host; remove what a crash left. (A
 	// bwrap sandbox dies with its host: bwrap is its PID namespace's init.)
-	if b, ok := backend.(*docker.Backend); ok {
+	if b, ok := hostBackend(backend).(*docker.Backend); ok {
 		n, err := b.RemoveOrphans(ctx)
 		if err != nil {
 			return fmt.Errorf("remove orphaned sandbox containers: %w", err)
@@ -472,7 +496,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 	if uid >= 0 {
 		host.User = cfg.SandboxUser
 	}
-	switch b := backend.(type) {
+	switch b := hostBackend(backend).(type) {
 	case unavailable:
 		log.Error("agents will not run", "reason", b.err)
 		host = router.HostStatus{NoSandbox: b.err.Error(), Model: cfg.Model}
@@ -482,6 +506,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		host.Limits = "cgroup " + string(b.CgroupMode())
 	case *docker.Backend:
 		host.Limits = "Docker's cgroups"
+	case *gvisor.Backend:
+		host.Limits = "runsc's cgroups"
 	}
 	if host.Backend != "" {
 		log.Info("sandbox ready", "backend", backend.Name(), "user", host.User, "uid", uid, "gid", gid)

@@ -97,18 +97,25 @@ func Doctor(ctx context.Context, cfg config.Config) []Finding {
 	defer cleanup()
 	// As serve: CLAWPEN_SANDBOX=docker never tries bwrap, =bwrap never Docker.
 	bwrapOK, dockerOK := false, false
-	if cfg.Sandbox != "docker" {
+	gf, gvisorOK := gvisorFinding(ctx, cfg, inst, uid, gid, userErr)
+	fs = append(fs, gf)
+	if cfg.Sandbox == "gvisor" {
+		fs = append(fs, backendFinding(cfg.Sandbox, gvisorOK, false))
+	}
+	if cfg.Sandbox != "docker" && cfg.Sandbox != "gvisor" {
 		fs = append(fs, cgroupFinding(cfg))
 		var bf []Finding
 		bf, bwrapOK = bwrapFindings(ctx, cfg, inst, uid, gid, userErr, binErr)
 		fs = append(fs, bf...)
 	}
-	if cfg.Sandbox != "bwrap" {
+	if cfg.Sandbox != "bwrap" && cfg.Sandbox != "gvisor" {
 		var df Finding
 		df, dockerOK = dockerFinding(ctx, cfg, inst, uid, gid, userErr)
 		fs = append(fs, df)
 	}
-	fs = append(fs, backendFinding(cfg.Sandbox, bwrapOK, dockerOK))
+	if cfg.Sandbox != "gvisor" {
+		fs = append(fs, backendFinding(cfg.Sandbox, bwrapOK, dockerOK))
+	}
 
 	fs = append(fs, allowlistFinding(cfg, slog.New(slog.DiscardHandler)))
 	fs = append(fs, profilesFinding(ctx, cfg))
@@ -136,12 +143,14 @@ func ownInstance(cfg config.Config, who string) (instance, func()) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:]) // never fails (crypto/rand)
 	suffix := "-" + who + "-" + hex.EncodeToString(rnd[:])
-	inst := instance{bwrapPins: PinDir(cfg) + suffix, dockerPins: filepath.Join(cfg.DataDir, "pins"+suffix)}
+	inst := instance{bwrapPins: PinDir(cfg) + suffix, dockerPins: filepath.Join(cfg.DataDir, "pins"+suffix),
+		cgroup: "clawpen" + suffix, gvisor: filepath.Join(cfg.DataDir, "gvisor"+suffix)}
 	return inst, func() {
-		for _, d := range []string{inst.bwrapPins, inst.dockerPins} {
+		for _, d := range []string{inst.bwrapPins, inst.dockerPins, inst.gvisor + "/pins"} {
 			_ = sandbox.CleanPins(d)
 			_ = os.Remove(d)
 		}
+		_ = os.RemoveAll(inst.gvisor)
 	}
 }
 
@@ -433,6 +442,10 @@ func backendFinding(mode string, bwrapOK, dockerOK bool) Finding {
 		f.Verdict, f.Detail, f.Fix = Fail, "CLAWPEN_SANDBOX=docker but Docker sandboxes do not work here", "fix the docker finding above, or set CLAWPEN_SANDBOX=auto"
 	case mode == "bwrap":
 		f.Verdict, f.Detail, f.Fix = Fail, "CLAWPEN_SANDBOX=bwrap but bubblewrap does not work here", "fix the bwrap finding above"
+	case mode == "gvisor" && bwrapOK: // bwrapOK is gVisor's verdict here
+		f.Detail = "serve runs agents under gVisor (CLAWPEN_SANDBOX=gvisor)"
+	case mode == "gvisor":
+		f.Verdict, f.Detail, f.Fix = Fail, "CLAWPEN_SANDBOX=gvisor but gVisor sandboxes do not work here", "fix the gvisor finding above"
 	default:
 		f.Verdict, f.Detail, f.Fix = Fail, "no working sandbox backend: agents will not run", "fix the findings above (agent, bwrap, docker)"
 	}

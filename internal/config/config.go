@@ -42,7 +42,7 @@ type Config struct {
 	// under Root can be bound; the data and groups dirs must be there.
 	Root, HostRoot string
 
-	Sandbox        string // auto, docker, bwrap
+	Sandbox        string // auto, docker, bwrap, gvisor
 	SandboxUser    string // the host user a root host runs sandboxes as
 	AgentImage     string
 	AgentBin       string // "" = beside the clawpen executable, then $PATH
@@ -293,9 +293,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("CLAWPEN_ASSISTANT_NAME=%q: want 1-32 letters, digits or '_'", c.AssistantName))
 	}
 	switch c.Sandbox {
-	case "auto", "docker", "bwrap":
+	case "auto", "docker", "bwrap", "gvisor":
 	default:
-		errs = append(errs, fmt.Errorf("CLAWPEN_SANDBOX=%q: want auto, docker or bwrap", c.Sandbox))
+		errs = append(errs, fmt.Errorf("CLAWPEN_SANDBOX=%q: want auto, docker, bwrap or gvisor", c.Sandbox))
 	}
 	if v := get("CLAWPEN_MAX_CONCURRENT", ""); v != "" {
 		n, err := strconv.Atoi(v)

@@ -224,8 +224,20 @@ func setField(p *domain.Profile, key string, raw jsontext.Value) error {
 		p.NoTranscribe = !on
 	case "credentials":
 		return parseCredentials(raw, p)
+	case "runtime":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		switch s {
+		case domain.RuntimeDefault:
+		case domain.RuntimeGVisor:
+			p.Runtime = s
+		default:
+			return fmt.Errorf("%q: want %q or %q", s, domain.RuntimeDefault, domain.RuntimeGVisor)
+		}
 	default:
-		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe, credentials)")
+		return errors.New("unknown field (network, egress, egress_ask, memory_mb, pids, cpus, timeout, disk_mb, tools, daily_tokens, model, transcribe, credentials, runtime)")
 	}
 	return nil
 }

@@ -93,6 +93,10 @@ func TestParseProfiles(t *testing.T) {
 		{name: "model empty", file: `{"profiles":{"a":{"model":""}}}`, errHas: `field "model": "": want a model name`},
 		{name: "model with space", file: `{"profiles":{"a":{"model":"gpt 4"}}}`, errHas: `field "model"`},
 		{name: "model newline", file: `{"profiles":{"a":{"model":"x\ny"}}}`, errHas: `field "model"`},
+		{name: "runtime", file: `{"profiles":{"a":{"runtime":"gvisor"},"b":{"runtime":"default"}}}`,
+			want: map[string]domain.Profile{"a": {Name: "a", Network: "none", Runtime: "gvisor"}, "b": {Name: "b", Network: "none"}}},
+		{name: "runtime unknown", file: `{"profiles":{"a":{"runtime":"runc"}}}`, errHas: `field "runtime": "runc": want "default" or "gvisor"`},
+		{name: "runtime not a string", file: `{"profiles":{"a":{"runtime":true}}}`, errHas: `field "runtime"`},
 		{name: "transcribe string", file: `{"profiles":{"a":{"transcribe":"no"}}}`, errHas: `field "transcribe": "no": want true or false`},
 	}
 	for _, tt := range tests {

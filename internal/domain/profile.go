@@ -46,7 +46,16 @@ type Profile struct {
 	// Credentials are the headers the egress proxy sets on requests to
 	// their hosts, which the egress list allows.
 	Credentials []Credential
+	// Runtime is RuntimeGVisor for runs under gVisor whatever the host's
+	// backend; "" is the host's backend ("runtime": "default").
+	Runtime string
 }
+
+// Runtimes a profile may ask for.
+const (
+	RuntimeDefault = "default"
+	RuntimeGVisor  = "gvisor"
+)
 
 // HasNetwork reports whether the profile's sandboxes reach the network
 // (through the host's egress proxy, never directly).

@@ -157,7 +157,7 @@ func (r *Runner) launch(base context.Context, v view, cmd []string, stdio *sandb
 		GroupDir: filepath.Join(r.cfg.GroupsDir, folder), GlobalDir: filepath.Join(r.cfg.GroupsDir, domain.GlobalFolder),
 		GlobalWritable: g.IsMain(), SessionDir: SessionDir(r.cfg.DataDir, folder), SocketPath: srv.Path(),
 		Extra: v.extra, Env: caEnv(egressEnv(r.cfg.Env, v.prof), bundle), CABundle: bundle, Stdout: io.MultiWriter(sr.out, sr.early),
-		Limits: v.limits, Command: cmd, Stdio: stdio,
+		Limits: v.limits, Command: cmd, Stdio: stdio, Runtime: v.prof.Runtime,
 	}
 	if cmd == nil {
 		sr.spec.Job = func(ctx context.Context) ([]byte, error) {

@@ -29,15 +29,33 @@ type IDMap struct {
 // to be opened (the fd keeps the namespace alive), then is killed. Needs
 // root, like every pin.
 func NewIDMap(diskUID, diskGID, viewUID, viewGID int) (*IDMap, error) {
-	if diskUID <= 0 || diskGID <= 0 || viewUID < 0 || viewGID < 0 {
-		return nil, fmt.Errorf("idmap: invalid ids %d:%d -> %d:%d (the disk user may not be root)", diskUID, diskGID, viewUID, viewGID)
+	return newIDMap(diskUID, diskGID, viewUID, viewGID, false)
+}
+
+// NewIDMapKeepRoot is NewIDMap that also keeps root as root, for a file
+// server that creates each file as root and then gives it to its owner
+// (runsc's gofer): without it the create fails (EOVERFLOW), root being
+// unmapped. Files root owns on disk then appear as root's, not nobody's.
+func NewIDMapKeepRoot(diskUID, diskGID, viewUID, viewGID int) (*IDMap, error) {
+	return newIDMap(diskUID, diskGID, viewUID, viewGID, true)
+}
+
+func newIDMap(diskUID, diskGID, viewUID, viewGID int, root bool) (*IDMap, error) {
+	if diskUID <= 0 || diskGID <= 0 || viewUID <= 0 || viewGID <= 0 {
+		return nil, fmt.Errorf("idmap: invalid ids %d:%d -> %d:%d (neither may be root)", diskUID, diskGID, viewUID, viewGID)
+	}
+	uids := []syscall.SysProcIDMap{{ContainerID: diskUID, HostID: viewUID, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: diskGID, HostID: viewGID, Size: 1}}
+	if root {
+		uids = append(uids, syscall.SysProcIDMap{ContainerID: 0, HostID: 0, Size: 1})
+		gids = append(gids, syscall.SysProcIDMap{ContainerID: 0, HostID: 0, Size: 1})
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"clawpen-idmap"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: diskUID, HostID: viewUID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: diskGID, HostID: viewGID, Size: 1}},
+		UidMappings: uids,
+		GidMappings: gids,
 		// Stops at exec: nothing of the child ever runs.
 		Ptrace:    true,
 		Pdeathsig: syscall.SIGKILL,

@@ -103,6 +103,11 @@ type Spec struct {
 	Stdout io.Writer // agent stdout, capped at Limits.OutputBytes
 	Limits Limits
 
+	// Runtime is domain.RuntimeGVisor when the group's profile asks for
+	// gVisor whatever the host's backend; "": the host's backend. The
+	// host routes the spec by it; a backend ignores it.
+	Runtime string
+
 	// Command runs instead of the agent (`clawpen run`); empty: the agent.
 	Command []string
 	// Stdio, when set, connects the command to the owner's terminal or pipes

@@ -141,7 +141,8 @@ func TestWarmOffRunsCold(t *testing.T) {
 
 // A host killed while warm sandboxes wait, or while one is still being made
 // (before its limits are set), leaves none behind once it is started again:
-// Docker's are removed as orphans, bwrap's die with it or are killed at start.
+// Docker's and gVisor's are removed as orphans, bwrap's die with it or are
+// killed at start.
 func TestWarmSandboxesGoneAfterCrash(t *testing.T) {
 	for _, tc := range []struct {
 		name, wait string
@@ -208,6 +209,9 @@ func sandboxesNow(t *testing.T, h *harness.Host, hostPID int) []string {
 		require.NoError(t, err)
 		return strings.Fields(string(out))
 	}
+	if harness.Backend() == "gvisor" {
+		return runscProcesses(t, filepath.Join(h.Dir, "data", "gvisor"))
+	}
 	under := func(pid string) bool {
 		for range 32 {
 			_, _, pp, ok := procStat(pid)
@@ -230,6 +234,25 @@ func sandboxesNow(t *testing.T, h *harness.Host, hostPID int) []string {
 			continue
 		}
 		if comm == "clawpen-agent" && hostPID == 0 || (comm == "clawpen-agent" || comm == "bwrap") && hostPID != 0 && under(e.Name()) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// runscProcesses are the live runsc processes (run, sandbox, gofer) whose
+// command line names state, a host's gVisor state dir: its sandboxes.
+func runscProcesses(t *testing.T, state string) []string {
+	t.Helper()
+	var pids []string
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range ents {
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), "runsc") || !strings.Contains(string(cmd), state) {
+			continue
+		}
+		if _, st, _, ok := procStat(e.Name()); ok && st != "Z" {
 			pids = append(pids, e.Name())
 		}
 	}

@@ -2,8 +2,10 @@
 // a real sandbox by the real clawpen-agent tool path (a group member's
 // triggered message makes the fake model call the agent's tools), each
 // asserting that the attack fails and that the host answers afterwards. It
-// runs on the backend the harness is set to (bwrap, or Docker with
-// CLAWPEN_E2E_SANDBOX=docker) and prints attack × backend → blocked/ESCAPED.
+// runs on the backend the harness is set to (bwrap, Docker with
+// CLAWPEN_E2E_SANDBOX=docker, gVisor with CLAWPEN_E2E_SANDBOX=gvisor) and
+// prints attack × backend → blocked/ESCAPED (host-kernel: a row only a
+// kernel of its own holds, on a backend sharing the host's).
 package escape
 
 import (

@@ -8,6 +8,7 @@
 package harness
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -72,7 +73,8 @@ func SandboxUser() (uid, gid int, err error) {
 }
 
 // Backend is the sandbox the hosts use: bwrap, or docker with
-// CLAWPEN_E2E_SANDBOX=docker (make test runs both where an engine exists).
+// CLAWPEN_E2E_SANDBOX=docker (make test runs both where an engine exists),
+// or gvisor with CLAWPEN_E2E_SANDBOX=gvisor (runsc, as root).
 func Backend() string { return cmp.Or(os.Getenv("CLAWPEN_E2E_SANDBOX"), "bwrap") }
 
 // Database is the database the hosts keep their state in: sqlite, or
@@ -138,6 +140,12 @@ func Setup() (cleanup func(), err error) {
 		}
 	}
 	binDir = dir
+	if Backend() == "gvisor" {
+		if _, err := exec.LookPath("runsc"); err != nil || os.Geteuid() != 0 {
+			fmt.Println("SKIP: CLAWPEN_E2E_SANDBOX=gvisor needs runsc (apt-get install runsc) and root")
+			return cleanup, ErrSkip
+		}
+	}
 	if Backend() == "docker" {
 		if err := exec.Command("docker", "info").Run(); err != nil {
 			fmt.Println("SKIP: CLAWPEN_E2E_SANDBOX=docker but no Docker engine answers (docker info failed)")
@@ -187,7 +195,17 @@ func Main(m *testing.M, after func(code int) int) int {
 // CheckLeftovers fails a passing run (returns 1) when Docker sandbox
 // containers of this test binary's hosts are left behind.
 func CheckLeftovers(code int) int {
-	if Backend() != "docker" || code != 0 {
+	if code != 0 {
+		return code
+	}
+	if Backend() == "gvisor" {
+		if left := leftoverRunsc(); left != "" {
+			fmt.Fprintln(os.Stderr, "gVisor sandboxes left behind:\n"+left)
+			return 1
+		}
+		return code
+	}
+	if Backend() != "docker" {
 		return code
 	}
 	if left := LeftoverContainers(); left != "" {
@@ -226,4 +244,21 @@ func fileDigest(path string) (string, error) {
 		return "", fmt.Errorf("harness: digest %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// leftoverRunsc lists runsc processes of this test binary's hosts (their
+// state dir is under a data dir in one of its temp dirs).
+func leftoverRunsc() string {
+	var left []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmd, []byte("runsc")) {
+			continue
+		}
+		if bytes.Contains(cmd, []byte(filepath.Join(os.TempDir(), tmpPrefix()))) {
+			left = append(left, p.Name()+": "+string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+		}
+	}
+	return strings.Join(left, "\n")
 }

@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -14,66 +13,7 @@ import (
 const AgentPath = "/opt/clawpen/bin/clawpen-agent"
 
 // Hostname is the sandbox's UTS name.
-const Hostname = "clawpen"
-
-// sandboxPATH is the only PATH the agent gets.
-const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
-
-// Synthesised /etc files: the host's /etc is never shown.
-var etcFiles = []struct{ dest, content string }{
-	{"/etc/passwd", "agent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-	{"/etc/group", "agent:x:1000:\nnogroup:x:65534:\n"},
-	{"/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + Hostname + "\n"},
-	{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"},
-}
-
-// hostLayout is what of the host's root the sandbox may see; computed once in New
-// so that Args stays a pure function of the spec.
-type hostLayout struct {
-	rootLinks [][2]string // {target, /name}: merged-/usr symlinks
-	rootBinds []string    // non-merged system dirs, ro-bound at the same path
-	etcBinds  []string    // /etc/ssl/certs, /etc/ca-certificates, /etc/alternatives when present
-	localtime string      // symlink target of /etc/localtime, or "" to ro-bind it
-	hasLocal  bool        // /etc/localtime exists
-}
-
-// probeHost inspects the host's system directories.
-func probeHost() hostLayout {
-	var l hostLayout
-	for _, dir := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(dir)
-		if err != nil {
-			continue
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			target, err := os.Readlink(dir)
-			if err != nil {
-				continue
-			}
-			l.rootLinks = append(l.rootLinks, [2]string{target, dir})
-			continue
-		}
-		if fi.IsDir() {
-			l.rootBinds = append(l.rootBinds, dir)
-		}
-	}
-	// /etc/alternatives holds only symlinks to programs (Debian's awk, editor,
-	// pager…); without it /usr/bin/awk would dangle inside the sandbox.
-	for _, dir := range []string{"/etc/ssl/certs", "/etc/ca-certificates", "/etc/alternatives"} {
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			l.etcBinds = append(l.etcBinds, dir)
-		}
-	}
-	if fi, err := os.Lstat("/etc/localtime"); err == nil {
-		l.hasLocal = true
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if target, err := os.Readlink("/etc/localtime"); err == nil && path.IsAbs(target) {
-				l.localtime = target
-			}
-		}
-	}
-	return l
-}
+const Hostname = sandbox.Hostname
 
 // fdLayout numbers every file descriptor the command line refers to. ExtraFiles[i]
 // becomes fd 3+i in the child, so the order here is the order prepare opens files in.
@@ -99,7 +39,7 @@ func (b *Backend) layoutFor(spec sandbox.Spec) fdLayout {
 	next := 3
 	take := func() int { next++; return next - 1 }
 	var l fdLayout
-	for range etcFiles {
+	for range sandbox.EtcFiles {
 		l.etc = append(l.etc, take())
 	}
 	l.info = take()
@@ -163,15 +103,15 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	a = append(a,
 		"--setenv", "HOME", domain.HomePath,
 		"--setenv", "USER", "agent",
-		"--setenv", "PATH", sandboxPATH,
+		"--setenv", "PATH", sandbox.PATH,
 	)
 
 	// System: /usr read-only, the root-level aliases as on the host.
 	a = append(a, "--ro-bind", "/usr", "/usr")
-	for _, l := range b.host.rootLinks {
+	for _, l := range b.host.RootLinks {
 		a = append(a, "--symlink", l[0], l[1])
 	}
-	for _, d := range b.host.rootBinds {
+	for _, d := range b.host.RootBinds {
 		a = append(a, "--ro-bind", d, d)
 	}
 	// bwrap's --dev is an unsized tmpfs the sandbox user owns: /dev/shm gets
@@ -186,15 +126,15 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 	// A synthesised /etc: nothing of the host's configuration but CA certificates
 	// and the time zone.
 	a = append(a, "--perms", "0755", "--dir", "/etc")
-	for i, f := range etcFiles {
-		a = append(a, "--perms", "0644", "--ro-bind-data", fd(fds.etc[i]), f.dest)
+	for i, f := range sandbox.EtcFiles {
+		a = append(a, "--perms", "0644", "--ro-bind-data", fd(fds.etc[i]), f.Dest)
 	}
-	for _, d := range b.host.etcBinds {
+	for _, d := range b.host.EtcBinds {
 		a = append(a, "--ro-bind", d, d)
 	}
-	if b.host.hasLocal {
-		if b.host.localtime != "" {
-			a = append(a, "--symlink", b.host.localtime, "/etc/localtime")
+	if b.host.HasLocal {
+		if b.host.Localtime != "" {
+			a = append(a, "--symlink", b.host.Localtime, "/etc/localtime")
 		} else {
 			a = append(a, "--ro-bind", "/etc/localtime", "/etc/localtime")
 		}

@@ -85,7 +85,7 @@ type Backend struct {
 	bwrap      string
 	uid, gid   int  // run-as user
 	switchUser bool // the host is root: start bwrap with Credential{uid, gid}
-	host       hostLayout
+	host       sandbox.HostSystem
 	cgroups    *CgroupManager
 	filter     []byte // the seccomp program, built once
 	log        *slog.Logger
@@ -150,7 +150,7 @@ func newBackend(cfg Config, baseline bool) (*Backend, error) {
 			return nil, err
 		}
 	}
-	b.host = probeHost()
+	b.host = sandbox.ProbeHostSystem()
 	if !baseline {
 		cg, err := OpenCgroups(CgroupConfig{Name: cfg.CgroupName})
 		if err != nil {
@@ -231,10 +231,10 @@ func (b *Backend) Check(ctx context.Context) error {
 		"--uid", strconv.Itoa(sandbox.UID), "--gid", strconv.Itoa(sandbox.GID),
 		"--clearenv", "--ro-bind", "/usr", "/usr",
 	}
-	for _, l := range b.host.rootLinks {
+	for _, l := range b.host.RootLinks {
 		args = append(args, "--symlink", l[0], l[1])
 	}
-	for _, d := range b.host.rootBinds {
+	for _, d := range b.host.RootBinds {
 		args = append(args, "--ro-bind", d, d)
 	}
 	// --info-fd names the namespace init, which waits on --block-fd until

@@ -182,15 +182,15 @@ func TestNamespaceInitReaped(t *testing.T) {
 
 // etcListing is what `ls /etc` shows in the sandbox: the synthesised files and
 // the top-level entries of what the host lends (which varies by host).
-func etcListing(l hostLayout) string {
+func etcListing(l sandbox.HostSystem) string {
 	seen := map[string]bool{}
-	for _, f := range etcFiles {
-		seen[filepath.Base(f.dest)] = true
+	for _, f := range sandbox.EtcFiles {
+		seen[filepath.Base(f.Dest)] = true
 	}
-	for _, d := range l.etcBinds {
+	for _, d := range l.EtcBinds {
 		seen[strings.SplitN(strings.TrimPrefix(d, "/etc/"), "/", 2)[0]] = true
 	}
-	if l.hasLocal {
+	if l.HasLocal {
 		seen["localtime"] = true
 	}
 	names := make([]string, 0, len(seen))

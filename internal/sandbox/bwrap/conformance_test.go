@@ -3,6 +3,7 @@ package bwrap
 import (
 	"testing"
 
+	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/sandboxtest"
 )
 
@@ -25,7 +26,7 @@ func TestConformance(t *testing.T) {
 		View: []sandboxtest.ViewCase{
 			{Name: "no sysfs", Script: "test -e /sys/class/net", Exit: 1},
 			{Name: "synthesised etc", Script: "ls /etc; cat /etc/passwd",
-				Out: etcListing(probeHost()) + etcFiles[0].content},
+				Out: etcListing(sandbox.ProbeHostSystem()) + sandbox.EtcFiles[0].Content},
 			{Name: "host dirs absent", Script: "ls -A /; ls -A /home /run /run/clawpen /workspace",
 				Out: "bin\ndev\netc\nhome\nlib\nlib64\nproc\nrun\nsbin\ntmp\nusr\nworkspace\n" +
 					"/home:\nagent\n\n/run:\nclawpen\n\n/run/clawpen:\n\n/workspace:\nglobal\ngroup\n"},

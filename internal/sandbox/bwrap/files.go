@@ -104,10 +104,10 @@ func (b *Backend) prepare(spec sandbox.Spec, command []string) (*prepared, error
 	}()
 
 	var err error
-	for _, f := range etcFiles {
-		r, err := dataPipe([]byte(f.content))
+	for _, f := range sandbox.EtcFiles {
+		r, err := dataPipe([]byte(f.Content))
 		if err != nil {
-			return nil, fmt.Errorf("synthesise %s: %w", f.dest, err)
+			return nil, fmt.Errorf("synthesise %s: %w", f.Dest, err)
 		}
 		p.files = append(p.files, r)
 	}
