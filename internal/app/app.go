@@ -224,16 +224,16 @@ func backend(ctx context.Context, cfg config.Config, inst instance, log *slog.Lo
 		}
 		return g, uid, gid, func() { _ = g.Close() }
 	}
-	sb, uid, gid, close = hostBackendFor(ctx, cfg, inst, uid, gid, log)
+	sb, uid, gid, closeHost := hostBackendFor(ctx, cfg, inst, uid, gid, log)
 	if _, ok := sb.(unavailable); ok {
-		return sb, uid, gid, close
+		return sb, uid, gid, closeHost
 	}
 	// gVisor beside it, for the profiles that ask for it: made on the first
 	// such run, so a host none of whose groups asks pays nothing.
 	r := &routed{Sandbox: sb, make: func(ctx context.Context) (*gvisor.Backend, error) {
 		return gvisorBackend(ctx, cfg, inst, uid, gid, log)
 	}}
-	return r, uid, gid, func() { r.close(); close() }
+	return r, uid, gid, func() { r.close(); closeHost() }
 }
 
 func hostBackendFor(ctx context.Context, cfg config.Config, inst instance, uid, gid int, log *slog.Logger) (sb runner.Sandbox, _, _ int, close func()) {
@@ -524,7 +524,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger, hooks Hooks
 		}
 		d := wait.Next()
 		log.Warn("Telegram does not answer; trying again", "err", err, "in", d)
-		if retry.Sleep(ctx, d) != nil {
+		if serr := retry.Sleep(ctx, d); serr != nil {
+			err = serr
 			break
 		}
 	}

@@ -402,7 +402,13 @@ func upperFirst(s string) string {
 }
 
 func serveCmd(ctx context.Context, s *session, _ []string) error {
-	return app.Serve(ctx, s.cfg, s.log, app.Hooks{})
+	err := app.Serve(ctx, s.cfg, s.log, app.Hooks{})
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Told to stop (SIGTERM, ^C) while starting: what was asked.
+		s.log.Info("stopped while starting", "at", err)
+		return nil
+	}
+	return err
 }
 
 // errChecksFailed: doctor printed what failed; nothing to add.

@@ -233,12 +233,19 @@ func (h *Host) Stop() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	var err error
+	go func() { err = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
+		// A graceful stop is a clean exit: a crash on the way out (a
+		// panic in a close) would otherwise pass unseen.
+		if err != nil {
+			h.t.Errorf("serve did not exit cleanly on SIGTERM: %v", err)
+		}
 	case <-time.After(20 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		h.t.Errorf("serve did not stop within 20 s of SIGTERM")
 	}
 	if h.t.Failed() {
 		h.t.Logf("host log:\n%s", h.Stderr.String())
