@@ -124,14 +124,7 @@ type roundTrips struct {
 // own, so its CPU (and its reaped sandboxes') is not the fakes'.
 func measureRoundTrips(ctx context.Context, o Options, backend string, warm, runs int) (res roundTrips, err error) {
 	handed := make(chan handOut, 16)
-	h, err := newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
-		"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
-		faketg.WithHandOut(func(id int64, at time.Time) {
-			select {
-			case handed <- handOut{id, at}:
-			default:
-			}
-		}))
+	h, err := newWarmHost(ctx, o, backend, warm, handed)
 	if err != nil {
 		return res, err
 	}
@@ -143,7 +136,6 @@ func measureRoundTrips(ctx context.Context, o Options, backend string, warm, run
 	defer p.stop()
 	tg := h.f.TG
 
-	owner := faketg.User{ID: ownerID, FirstName: "owner"}
 	var cpu0, host0 time.Duration
 	for i := range runs + 1 {
 		if i == 1 {
@@ -151,37 +143,19 @@ func measureRoundTrips(ctx context.Context, o Options, backend string, warm, run
 				return res, err
 			}
 		}
-		before := len(tg.SentTo(ownerID))
-		id := tg.PushMessage(ownerID, "private", "", owner, fmt.Sprintf("message %d: REPLY ok", i))
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		var handedAt time.Time
-		for handedAt.IsZero() && err == nil {
-			select {
-			case hd := <-handed:
-				if hd.id == id {
-					handedAt = hd.at
-				}
-			case <-p.exited:
-				err = fmt.Errorf("serve exited:\n%s", p.logs.tail())
-			case <-wctx.Done():
-				err = fmt.Errorf("update never handed out: %w", wctx.Err())
-			}
-		}
-		var sent []faketg.SentMessage
-		if err == nil {
-			sent, err = tg.WaitSent(wctx, ownerID, before+1)
-		}
+		took, err := ask(ctx, tg, p, handed, fmt.Sprintf("message %d: REPLY ok", i))
 		if err == nil {
 			// The next message finds its sandbox waiting (when warm), as it
 			// would after any pause longer than a sandbox's start.
+			wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 			err = waitWarm(wctx, backend)
+			wcancel()
 		}
-		wcancel()
 		if err != nil {
 			return res, fmt.Errorf("message %d: %w", i, err)
 		}
 		if i > 0 {
-			res.roundTrips = append(res.roundTrips, sent[before].Time.Sub(handedAt))
+			res.roundTrips = append(res.roundTrips, took)
 		}
 	}
 	cpu1, host1, err := processCPU(p.pid())
@@ -204,23 +178,12 @@ func measureRoundTrips(ctx context.Context, o Options, backend string, warm, run
 // is how long serve idles between its first getUpdates and the message.
 func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, starts int, fresh bool, idle time.Duration) ([]time.Duration, error) {
 	handed := make(chan handOut, 16)
-	newHost := func() (*serveHost, error) {
-		return newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
-			"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
-			faketg.WithHandOut(func(id int64, at time.Time) {
-				select {
-				case handed <- handOut{id, at}:
-				default:
-				}
-			}))
-	}
 	var h *serveHost
 	defer func() {
 		if h != nil {
 			h.Close()
 		}
 	}()
-	owner := faketg.User{ID: ownerID, FirstName: "owner"}
 	var firsts []time.Duration
 	for i := range starts {
 		if h == nil || fresh {
@@ -228,7 +191,7 @@ func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, s
 				h.Close()
 			}
 			var err error
-			if h, err = newHost(); err != nil {
+			if h, err = newWarmHost(ctx, o, backend, warm, handed); err != nil {
 				return nil, err
 			}
 		}
@@ -241,34 +204,54 @@ func measureFirstAnswers(ctx context.Context, o Options, backend string, warm, s
 			p.stop()
 			return nil, err
 		}
-		before := len(tg.SentTo(ownerID))
-		id := tg.PushMessage(ownerID, "private", "", owner, fmt.Sprintf("first message of start %d: REPLY ok", i))
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		var handedAt time.Time
-		for handedAt.IsZero() && err == nil {
-			select {
-			case hd := <-handed:
-				if hd.id == id {
-					handedAt = hd.at
-				}
-			case <-p.exited:
-				err = fmt.Errorf("serve exited:\n%s", p.logs.tail())
-			case <-wctx.Done():
-				err = fmt.Errorf("update never handed out: %w", wctx.Err())
-			}
-		}
-		var sent []faketg.SentMessage
-		if err == nil {
-			sent, err = tg.WaitSent(wctx, ownerID, before+1)
-		}
-		wcancel()
+		took, err := ask(ctx, tg, p, handed, fmt.Sprintf("first message of start %d: REPLY ok", i))
 		p.stop()
 		if err != nil {
 			return nil, fmt.Errorf("start %d: %w", i, err)
 		}
-		firsts = append(firsts, sent[before].Time.Sub(handedAt))
+		firsts = append(firsts, took)
 	}
 	return firsts, nil
+}
+
+// newWarmHost is a serve host on backend with CLAWPEN_WARM=warm, one run
+// at a time, whose fake Telegram tells handed when it hands out an update.
+func newWarmHost(ctx context.Context, o Options, backend string, warm int, handed chan<- handOut) (*serveHost, error) {
+	return newServeHost(ctx, o, 0, map[string]string{"CLAWPEN_MAX_CONCURRENT": "1", "TZ": "UTC", "CLAWPEN_WARM": strconv.Itoa(warm),
+		"CLAWPEN_SANDBOX": backend, "CLAWPEN_AGENT_IMAGE": o.Image},
+		faketg.WithHandOut(func(id int64, at time.Time) {
+			select {
+			case handed <- handOut{id, at}:
+			default:
+			}
+		}))
+}
+
+// ask sends the owner's text to p and waits for the answer: the time from
+// the fake Telegram handing the update out to the answer's send.
+func ask(ctx context.Context, tg *faketg.Server, p *serveProc, handed <-chan handOut, text string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	before := len(tg.SentTo(ownerID))
+	id := tg.PushMessage(ownerID, "private", "", faketg.User{ID: ownerID, FirstName: "owner"}, text)
+	var handedAt time.Time
+	for handedAt.IsZero() {
+		select {
+		case hd := <-handed:
+			if hd.id == id {
+				handedAt = hd.at
+			}
+		case <-p.exited:
+			return 0, fmt.Errorf("serve exited:\n%s", p.logs.tail())
+		case <-ctx.Done():
+			return 0, fmt.Errorf("update never handed out: %w", ctx.Err())
+		}
+	}
+	sent, err := tg.WaitSent(ctx, ownerID, before+1)
+	if err != nil {
+		return 0, err
+	}
+	return sent[before].Time.Sub(handedAt), nil
 }
 
 // idleSpell is how long serve idles before the message of "first answer
