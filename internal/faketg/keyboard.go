@@ -66,6 +66,22 @@ const maxCallbackData = 64
 // bot is never meant to send them, so they are refused. An empty
 // copy_text ({"text":""}, which go-telegram/bot always sends) counts as
 // not given.
+// textAndKeyboard reads a send's or an edit's text and reply_markup, or
+// answers the request's error and returns false.
+func textAndKeyboard(w http.ResponseWriter, p params) (string, [][]Button, bool) {
+	visible, fail := messageText(p)
+	if fail != "" {
+		writeError(w, http.StatusBadRequest, fail, 0)
+		return "", nil, false
+	}
+	kb, err := parseKeyboard(p["reply_markup"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
+		return "", nil, false
+	}
+	return visible, kb, true
+}
+
 func parseKeyboard(raw string) ([][]Button, error) {
 	if raw == "" {
 		return nil, nil
@@ -181,14 +197,8 @@ func (s *Server) editMessageText(w http.ResponseWriter, p params) {
 		writeError(w, http.StatusBadRequest, "Bad Request: message identifier is not specified", 0)
 		return
 	}
-	visible, fail := messageText(p)
-	if fail != "" {
-		writeError(w, http.StatusBadRequest, fail, 0)
-		return
-	}
-	kb, err := parseKeyboard(p["reply_markup"])
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
+	visible, kb, ok := textAndKeyboard(w, p)
+	if !ok {
 		return
 	}
 	s.mu.Lock()

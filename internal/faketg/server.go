@@ -479,14 +479,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, p params, token string) {
 		writeErrorParams(w, http.StatusBadRequest, "Bad Request: group chat was upgraded to a supergroup chat", map[string]any{"migrate_to_chat_id": newID})
 		return
 	}
-	visible, fail := messageText(p)
-	if fail != "" {
-		writeError(w, http.StatusBadRequest, fail, 0)
-		return
-	}
-	kb, err := parseKeyboard(p["reply_markup"])
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "Bad Request: "+err.Error(), 0)
+	visible, kb, ok := textAndKeyboard(w, p)
+	if !ok {
 		return
 	}
 
