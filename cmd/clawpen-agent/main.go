@@ -50,6 +50,17 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 	opts := agent.OptionsFromEnv(os.Getenv)
 	opts.Logger = log
 	opts.Emit = out.emit
+	if opts.Gateway, err = agent.GatewayFromEnv(os.Getenv); err != nil {
+		out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("gateway: %v", err)})
+		return 1
+	}
+	if j.Egress && opts.Gateway != nil {
+		// The relay dials the host socket; through the gateway it would
+		// have to add the credential to each proxy request, which it does
+		// not yet. Refused rather than left without a way out unannounced.
+		out.emit(domain.Event{Type: domain.EventError, Error: "egress through the gateway is not supported yet"})
+		return 1
+	}
 	if j.Egress {
 		// Before the loop: the first command may already fetch something.
 		ln, err := agent.ListenEgress(domain.EgressProxyAddr)
