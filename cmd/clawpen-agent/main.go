@@ -54,13 +54,6 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 		out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("gateway: %v", err)})
 		return 1
 	}
-	if j.Egress && opts.Gateway != nil {
-		// The relay dials the host socket; through the gateway it would
-		// have to add the credential to each proxy request, which it does
-		// not yet. Refused rather than left without a way out unannounced.
-		out.emit(domain.Event{Type: domain.EventError, Error: "egress through the gateway is not supported yet"})
-		return 1
-	}
 	if j.Egress {
 		// Before the loop: the first command may already fetch something.
 		ln, err := agent.ListenEgress(domain.EgressProxyAddr)
@@ -69,7 +62,14 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer ln.Close()
-		go agent.ServeEgress(ctx, ln, opts.SocketPath, log)
+		if opts.Gateway != nil {
+			if err := agent.StartEgressGateway(ctx, ln, *opts.Gateway, log); err != nil {
+				out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("egress proxy: %v", err)})
+				return 1
+			}
+		} else {
+			go agent.ServeEgress(ctx, ln, opts.SocketPath, log)
+		}
 	}
 	text, err := agent.Run(ctx, j, opts)
 	if err != nil {

@@ -69,6 +69,22 @@ func GatewayFromEnv(getenv func(string) string) (*Gateway, error) {
 // name hostBaseURL as through the socket: the dialer decides where they go,
 // so a request can never carry the credential anywhere else.
 func GatewayClient(gw Gateway) (*http.Client, error) {
+	dial, err := gatewayDialer(gw)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: credentialTransport{cred: gw.Credential, rt: &http.Transport{
+		// The request says http://clawpen: the transport speaks HTTP/1.1
+		// over the connection this returns, which is TLS to the gateway.
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+		MaxIdleConns:      4,
+		ForceAttemptHTTP2: false,
+	}}}, nil
+}
+
+// gatewayDialer checks gw and returns what opens a TLS connection to it,
+// verified by gw.CACert alone.
+func gatewayDialer(gw Gateway) (func(context.Context) (net.Conn, error), error) {
 	u, err := url.Parse(gw.URL)
 	if err != nil {
 		return nil, fmt.Errorf("gateway URL: %w", err)
@@ -89,24 +105,18 @@ func GatewayClient(gw Gateway) (*http.Client, error) {
 	}
 	conf := &tls.Config{RootCAs: roots, ServerName: u.Hostname(), MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}}
 	dialer := &net.Dialer{}
-	return &http.Client{Transport: credentialTransport{cred: gw.Credential, rt: &http.Transport{
-		// The request says http://clawpen: the transport speaks HTTP/1.1
-		// over the connection this returns, which is TLS to the gateway.
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			raw, err := dialer.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			c := tls.Client(raw, conf)
-			if err := c.HandshakeContext(ctx); err != nil {
-				_ = raw.Close()
-				return nil, fmt.Errorf("gateway TLS: %w", err)
-			}
-			return c, nil
-		},
-		MaxIdleConns:      4,
-		ForceAttemptHTTP2: false,
-	}}}, nil
+	return func(ctx context.Context) (net.Conn, error) {
+		raw, err := dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		c := tls.Client(raw, conf)
+		if err := c.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("gateway TLS: %w", err)
+		}
+		return c, nil
+	}, nil
 }
 
 // credentialTransport adds the credential to every request.

@@ -1,10 +1,15 @@
 package agent_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,4 +172,92 @@ func TestGatewayFromEnv(t *testing.T) {
 	gw, err = agent.GatewayFromEnv(get)
 	require.NoError(t, err)
 	assert.Equal(t, agent.Gateway{URL: "https://gw:8443", CACert: []byte("pem"), Credential: "secret"}, *gw)
+}
+
+// TestEgressThroughGateway: the sandbox's proxy port relays through the
+// gateway with the credential added: plain HTTP and CONNECT reach what
+// the profile allows, the destination never sees the credential, and a
+// credential header the client adds of its own is refused.
+func TestEgressThroughGateway(t *testing.T) {
+	var mu sync.Mutex
+	var seen []http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		_, _ = io.WriteString(w, "fetched")
+	}))
+	defer up.Close()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	upAddr := strings.TrimPrefix(up.URL, "http://")
+
+	g, err := gateway.Listen("127.0.0.1:0", gateway.Config{Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	defer g.Close()
+	s, err := hostsock.New(domain.Caller{Group: "team", Run: "r1"}, hostsock.Config{
+		Profile: domain.Profile{Name: "web", Network: domain.NetworkAllowlist, Egress: []string{upAddr, echo.Addr().String()}},
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	cred, end, err := g.Register(s)
+	require.NoError(t, err)
+	defer end()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	gw := agent.Gateway{URL: "https://" + g.Addr().String(), CACert: g.CACert(), Credential: cred}
+	require.NoError(t, agent.StartEgressGateway(t.Context(), ln, gw, slog.New(slog.DiscardHandler)))
+
+	proxy := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy), DisableKeepAlives: true}}
+	res, err := c.Get(up.URL + "/x")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	assert.Equal(t, "fetched", string(body))
+	mu.Lock()
+	require.Len(t, seen, 1)
+	assert.Empty(t, seen[0].Values(gateway.CredentialHeader))
+	mu.Unlock()
+
+	tun, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer tun.Close()
+	_, err = fmt.Fprintf(tun, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", echo.Addr(), echo.Addr())
+	require.NoError(t, err)
+	br := bufio.NewReader(tun)
+	tr, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, tr.StatusCode)
+	_, err = io.WriteString(tun, "ping\n")
+	require.NoError(t, err)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "ping\n", line)
+
+	// A client that names a credential itself (another invocation's, say).
+	own, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer own.Close()
+	_, err = fmt.Fprintf(own, "GET %s/y HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n\r\n", up.URL, upAddr, gateway.CredentialHeader, strings.Repeat("A", 43))
+	require.NoError(t, err)
+	or, err := http.ReadResponse(bufio.NewReader(own), nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, or.StatusCode)
+	mu.Lock()
+	assert.Len(t, seen, 1, "the request with a second credential reached nothing")
+	mu.Unlock()
 }
