@@ -186,8 +186,9 @@ func (g *Gateway) CACert() []byte { return g.caPEM }
 // Register makes a credential for the invocation h serves and returns it,
 // with the function that ends the invocation at the gateway: its
 // credential is refused from then on and its open connections are cut.
-// Call end before closing h, so that no request reaches h after it closed;
-// end may be called more than once.
+// A request already accepted may still be running in h, as on a socket
+// whose server closes (hostsock's Close waits for what it must). Call end
+// before closing h; it may be called more than once.
 func (g *Gateway) Register(h Handler) (credential string, end func(), err error) {
 	var raw [credentialBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -526,3 +526,57 @@ func TestCredentialNotForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestEndUnderLoad: ending an invocation while its agent keeps sending
+// leaves at most the requests already accepted running, one per
+// connection; every request after that is refused or finds its connection
+// cut.
+func TestEndUnderLoad(t *testing.T) {
+	e := newEnv(t, gateway.Config{})
+	a := e.register("alpha", hostsock.Config{})
+	const workers = 4
+	ended := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	okAfter := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.client()
+			for {
+				select {
+				case <-ended:
+					// Past the end, nothing may succeed.
+					for range 5 {
+						req, _ := http.NewRequest(http.MethodPost, e.url("/ipc/x"), strings.NewReader("{}"))
+						req.Header.Set(gateway.CredentialHeader, a.cred)
+						if res, err := c.Do(req); err == nil {
+							if res.StatusCode == http.StatusOK {
+								mu.Lock()
+								okAfter++
+								mu.Unlock()
+							}
+							res.Body.Close()
+						}
+					}
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodPost, e.url("/ipc/x"), strings.NewReader("{}"))
+				req.Header.Set(gateway.CredentialHeader, a.cred)
+				if res, err := c.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return len(a.reached()) >= 20 }, 10*time.Second, time.Millisecond)
+	a.end()
+	atEnd := len(a.reached())
+	close(ended)
+	wg.Wait()
+	assert.Zero(t, okAfter, "a request sent after the end succeeded")
+	assert.LessOrEqual(t, len(a.reached())-atEnd, workers, "more calls after the end than requests in flight")
+}
