@@ -50,6 +50,10 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 	opts := agent.OptionsFromEnv(os.Getenv)
 	opts.Logger = log
 	opts.Emit = out.emit
+	if opts.Gateway, err = agent.GatewayFromEnv(os.Getenv); err != nil {
+		out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("gateway: %v", err)})
+		return 1
+	}
 	if j.Egress {
 		// Before the loop: the first command may already fetch something.
 		ln, err := agent.ListenEgress(domain.EgressProxyAddr)
@@ -58,7 +62,14 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer ln.Close()
-		go agent.ServeEgress(ctx, ln, opts.SocketPath, log)
+		if opts.Gateway != nil {
+			if err := agent.StartEgressGateway(ctx, ln, *opts.Gateway, log); err != nil {
+				out.emit(domain.Event{Type: domain.EventError, Error: fmt.Sprintf("egress proxy: %v", err)})
+				return 1
+			}
+		} else {
+			go agent.ServeEgress(ctx, ln, opts.SocketPath, log)
+		}
 	}
 	text, err := agent.Run(ctx, j, opts)
 	if err != nil {

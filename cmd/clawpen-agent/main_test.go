@@ -16,8 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/agent"
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/fakellm"
+	"github.com/clawpen/clawpen/internal/gateway"
+	"github.com/clawpen/clawpen/internal/hostsock"
 )
 
 // parseEvents decodes stdout lines with the host's parser.
@@ -148,4 +151,46 @@ func TestStaticBinary(t *testing.T) {
 		require.Len(t, reqs, 1)
 		assert.Empty(t, reqs[0].Header.Get("X-Api-Key"), "the agent never sends a key, even one in its env")
 	})
+}
+
+// TestRunInProcessThroughGateway: with the gateway's variables set, the
+// agent reaches its host through the real gateway only (its socket path
+// leads nowhere), and a half-set gateway is an error before any request.
+func TestRunInProcessThroughGateway(t *testing.T) {
+	llm := fakellm.New()
+	t.Cleanup(llm.Close)
+	g, err := gateway.Listen("127.0.0.1:0", gateway.Config{Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	s, err := hostsock.New(domain.Caller{Group: "g", Run: "r"}, hostsock.Config{
+		Anthropic: hostsock.Upstream{BaseURL: llm.URL(), APIKey: "k"}, Model: "m"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	cred, end, err := g.Register(s)
+	require.NoError(t, err)
+	t.Cleanup(end)
+
+	dir := t.TempDir()
+	ca, credFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "credential")
+	require.NoError(t, os.WriteFile(ca, g.CACert(), 0o600))
+	require.NoError(t, os.WriteFile(credFile, []byte(cred), 0o600))
+	t.Setenv("CLAWPEN_HOST_SOCKET", filepath.Join(dir, "none.sock"))
+	t.Setenv(agent.GatewayURLEnv, "https://"+g.Addr().String())
+	t.Setenv(agent.GatewayCAEnv, ca)
+
+	var stdout, stderr bytes.Buffer
+	code := run(bytes.NewReader(isolatedJob("hi there")), &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	evs := parseEvents(t, stdout.Bytes())
+	require.Len(t, evs, 2)
+	assert.Contains(t, evs[1].Error, agent.GatewayCredentialEnv)
+	assert.Empty(t, llm.Requests())
+
+	t.Setenv(agent.GatewayCredentialEnv, credFile)
+	stdout.Reset()
+	code = run(bytes.NewReader(isolatedJob("hi there")), &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	evs = parseEvents(t, stdout.Bytes())
+	assert.Equal(t, domain.Event{Type: domain.EventResult, Text: "echo: hi there"}, evs[len(evs)-1])
+	assert.Len(t, llm.Requests(), 1)
 }

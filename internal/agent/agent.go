@@ -35,6 +35,12 @@ func Run(ctx context.Context, j domain.Job, opts Options) (string, error) {
 		return "", fmt.Errorf("invalid job: %w", err)
 	}
 	r := &runner{opts: opts, http: opts.HTTPClient, log: opts.Logger}
+	if r.http == nil && opts.Gateway != nil {
+		var err error
+		if r.http, err = GatewayClient(*opts.Gateway); err != nil {
+			return "", err
+		}
+	}
 	if r.http == nil {
 		r.http = socketClient(opts.SocketPath)
 	}

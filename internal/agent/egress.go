@@ -1,14 +1,18 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 // ListenEgress opens the sandbox's proxy port (domain.EgressProxyAddr) in
@@ -56,14 +60,67 @@ func maxRelays() int {
 // accepting, left every later one (and the command waiting on them)
 // hanging until the run's time limit.
 func ServeEgress(ctx context.Context, ln net.Listener, socketPath string, log *slog.Logger) {
-	serveEgress(ctx, ln, socketPath, log, maxRelays())
+	serveEgress(ctx, ln, socketOpener(socketPath), log, maxRelays())
 }
 
-func serveEgress(ctx context.Context, ln net.Listener, socketPath string, log *slog.Logger, limit int) {
+// StartEgressGateway starts ServeEgress through the host's TLS gateway in
+// its own goroutine, once gw is found usable: each connection's proxy
+// request gets the invocation's credential added, since the gateway,
+// unlike the socket, knows the invocation by nothing else.
+func StartEgressGateway(ctx context.Context, ln net.Listener, gw Gateway, log *slog.Logger) error {
+	dial, err := gatewayDialer(gw)
+	if err != nil {
+		return err
+	}
+	go serveEgress(ctx, ln, gatewayOpener(dial, gw.Credential), log, maxRelays())
+	return nil
+}
+
+// opener connects a client's connection to the host: it returns the
+// host's connection and what to copy to it from then on.
+type opener func(ctx context.Context, client net.Conn) (host net.Conn, from io.Reader, err error)
+
+func socketOpener(path string) opener {
+	var d net.Dialer
+	return func(ctx context.Context, client net.Conn) (net.Conn, io.Reader, error) {
+		host, err := d.DialContext(ctx, "unix", path)
+		return host, client, err
+	}
+}
+
+// maxRequestLine bounds the proxy request line the gateway relay reads
+// before it adds the credential (the host allows 64 KiB of headers; a
+// request line of a CONNECT or a URL is far shorter).
+const maxRequestLine = 8 << 10
+
+// gatewayOpener reads the client's request line, sends it to the gateway
+// followed by the credential header, and leaves the rest to be copied as
+// it comes. A client that sends a credential header of its own sends a
+// second one, which the gateway refuses.
+func gatewayOpener(dial func(context.Context) (net.Conn, error), cred string) opener {
+	header := []byte(domain.GatewayCredentialHeader + ": " + cred + "\r\n")
+	return func(ctx context.Context, client net.Conn) (net.Conn, io.Reader, error) {
+		br := bufio.NewReaderSize(client, maxRequestLine)
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return nil, nil, fmt.Errorf("read proxy request line: %w", err)
+		}
+		host, err := dial(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := host.Write(append(append([]byte(nil), line...), header...)); err != nil {
+			_ = host.Close()
+			return nil, nil, fmt.Errorf("write to gateway: %w", err)
+		}
+		return host, br, nil
+	}
+}
+
+func serveEgress(ctx context.Context, ln net.Listener, open opener, log *slog.Logger, limit int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, limit)
-	var d net.Dialer
 	var backoff time.Duration
 	for {
 		select {
@@ -94,23 +151,24 @@ func serveEgress(ctx context.Context, ln net.Listener, socketPath string, log *s
 			defer wg.Done()
 			defer func() { <-slots }()
 			defer c.Close()
-			host, err := d.DialContext(ctx, "unix", socketPath)
+			host, from, err := open(ctx, c)
 			if err != nil {
-				log.Warn("egress relay: host socket", "err", err)
+				log.Warn("egress relay: host", "err", err)
 				return
 			}
 			defer host.Close()
-			relay(c, host)
+			relay(c, from, host)
 		}()
 	}
 }
 
-// relay copies both ways until either side ends, then ends both: the host
-// closes a tunnel to end it, and that must reach the client.
-func relay(a, b net.Conn) {
+// relay copies from (the client's bytes) to b and b to a until either side
+// ends, then ends both: the host closes a tunnel to end it, and that must
+// reach the client.
+func relay(a net.Conn, from io.Reader, b net.Conn) {
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(b, from); done <- struct{}{} }()
 	<-done
 	_ = a.Close()
 	_ = b.Close()

@@ -85,7 +85,7 @@ func startRelay(t *testing.T, limit int, failures int32) (*relayListener, string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveEgress(t.Context(), ln, host, slog.New(slog.DiscardHandler), limit)
+		serveEgress(t.Context(), ln, socketOpener(host), slog.New(slog.DiscardHandler), limit)
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
 	return ln, tcp.Addr().String()

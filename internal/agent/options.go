@@ -23,10 +23,13 @@ type Options struct {
 	GlobalDir    string // shared memory (MEMORY.md)
 	HomeDir      string // session state: transcript.json, runs.log
 	SocketPath   string // the host socket
+	// Gateway, when set, is used instead of SocketPath: the host's TLS
+	// gateway (GatewayFromEnv).
+	Gateway *Gateway
 
 	Shell string // shell for the bash tool; default /bin/bash when present, else /bin/sh
 
-	HTTPClient *http.Client       // default: a client that dials SocketPath
+	HTTPClient *http.Client       // default: a client that dials Gateway or SocketPath
 	Emit       func(domain.Event) // progress events; nil drops them
 	Logger     *slog.Logger       // default: slog.Default()
 	Model      Model              // default: NewModel(Job.Provider, HTTPClient)

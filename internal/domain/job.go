@@ -28,6 +28,10 @@ const (
 	// EgressProxyAddr is where clawpen-agent listens, in the sandbox's own
 	// network namespace, when the job has Egress; HTTP_PROXY points there.
 	EgressProxyAddr = "127.0.0.1:3128"
+	// GatewayCredentialHeader carries an invocation's credential to the
+	// host's TLS gateway (internal/gateway), which is how a sandbox on
+	// another machine reaches the host socket's routes.
+	GatewayCredentialHeader = "Clawpen-Credential"
 )
 
 // JobVersion is the protocol version the host writes and the agent accepts.

@@ -35,7 +35,11 @@ type runCA struct {
 const caValidity = 48 * time.Hour
 
 func newRunCA(creds []domain.Credential, now time.Time) (*runCA, error) {
-	ca, key, err := makeCA(creds, now)
+	hosts := make([]string, len(creds))
+	for i, c := range creds {
+		hosts[i] = c.Host
+	}
+	ca, key, err := makeCA(hosts, now, caValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -59,26 +63,52 @@ func newRunCA(creds []domain.Credential, now time.Time) (*runCA, error) {
 	return r, nil
 }
 
-// makeCA makes a CA constrained to the credentials' hosts.
-func makeCA(creds []domain.Credential, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// NewServerIdentity makes a CA constrained to exactly hosts (names or
+// addresses), as a run's CA is, and one server certificate for all of
+// them, both valid for validity from now. It returns the CA's PEM
+// certificate, for clients to trust, and the server's certificate with its
+// key; the CA's key is dropped once the leaf is signed, so nothing else can
+// ever be signed by it. The gateway (internal/gateway) serves with it.
+func NewServerIdentity(hosts []string, now time.Time, validity time.Duration) ([]byte, *tls.Certificate, error) {
+	if len(hosts) == 0 {
+		return nil, nil, fmt.Errorf("server identity: no host names")
+	}
+	ca, key, err := makeCA(hosts, now, validity)
+	if err != nil {
+		return nil, nil, err
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server key: %w", err)
+	}
+	der, err := signLeaf(ca, key, leafKey, hosts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server certificate: %w", err)
+	}
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
+	return caPEM, &tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: leafKey}, nil
+}
+
+// makeCA makes a CA constrained to hosts, valid for validity from now.
+func makeCA(hosts []string, now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("run CA key: %w", err)
 	}
 	var names []string
 	var ips []netip.Addr
-	for _, c := range creds {
-		if a, err := netip.ParseAddr(c.Host); err == nil {
+	for _, h := range hosts {
+		if a, err := netip.ParseAddr(h); err == nil {
 			ips = append(ips, a)
 		} else {
-			names = append(names, c.Host)
+			names = append(names, h)
 		}
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "clawpen run CA", Organization: []string{"clawpen"}},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(caValidity),
+		NotAfter:              now.Add(validity),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
@@ -97,9 +127,9 @@ func makeCA(creds []domain.Credential, now time.Time) (*x509.Certificate, *ecdsa
 	return ca, key, nil
 }
 
-// signLeaf signs a server certificate for host (a name or an address),
+// signLeaf signs a server certificate for hosts (names or addresses),
 // valid as long as ca.
-func signLeaf(ca *x509.Certificate, caKey, leafKey *ecdsa.PrivateKey, host string) ([]byte, error) {
+func signLeaf(ca *x509.Certificate, caKey, leafKey *ecdsa.PrivateKey, hosts ...string) ([]byte, error) {
 	lt := &x509.Certificate{
 		SerialNumber: serial(),
 		NotBefore:    ca.NotBefore,
@@ -107,13 +137,17 @@ func signLeaf(ca *x509.Certificate, caKey, leafKey *ecdsa.PrivateKey, host strin
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		// No common name: OpenSSL holds a CN that looks like a host name to
-		// the DNS constraints, which admit no address.
-		lt.IPAddresses = []net.IP{a.AsSlice()}
-	} else {
-		lt.Subject.CommonName = host
-		lt.DNSNames = []string{host}
+	for _, host := range hosts {
+		if a, err := netip.ParseAddr(host); err == nil {
+			// No common name for an address: OpenSSL holds a CN that looks
+			// like a host name to the DNS constraints, which admit no address.
+			lt.IPAddresses = append(lt.IPAddresses, a.AsSlice())
+		} else {
+			if lt.Subject.CommonName == "" {
+				lt.Subject.CommonName = host
+			}
+			lt.DNSNames = append(lt.DNSNames, host)
+		}
 	}
 	return x509.CreateCertificate(rand.Reader, lt, ca, leafKey.Public(), caKey)
 }

@@ -37,7 +37,11 @@ func TestRunCAIsConstrainedToTheCredentialHosts(t *testing.T) {
 			[]string{"example.com", "127.0.0.1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, caKey, err := makeCA(tc.creds, now)
+			var hosts []string
+			for _, c := range tc.creds {
+				hosts = append(hosts, c.Host)
+			}
+			ca, caKey, err := makeCA(hosts, now, caValidity)
 			require.NoError(t, err)
 			roots := x509.NewCertPool()
 			roots.AddCert(ca)

@@ -157,9 +157,45 @@ type Server struct {
 // uid/gid (-1 leaves it) with mode 0600, and serves it until Close. A stale socket at path is replaced; any other
 // kind of file there is an error.
 func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, error) {
+	s, err := New(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listenPrivate(path, uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	s.path = path
+	// More connections than this wait in the kernel's backlog, costing the
+	// host nothing, until one of these closes.
+	s.ln = netutil.LimitListener(ln, s.MaxConns())
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.lim.HeaderTimeout,
+		MaxHeaderBytes:    s.lim.MaxHeaderBytes,
+		IdleTimeout:       s.lim.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+	}
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("host socket stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// New makes the server of caller c without a socket of its own: whoever
+// accepts c's connections serves them with it (ServeHTTP), as the gateway
+// does for connections that present c's credential. It must hold them to
+// MaxConns and the Limits' header size and timeouts itself. Close as for a
+// socket.
+func New(c domain.Caller, cfg Config) (*Server, error) {
 	lim := cfg.Limits.withDefaults()
 	s := &Server{
-		path: path, caller: c, cfg: cfg, lim: lim, log: cfg.Logger, done: make(chan struct{}),
+		caller: c, cfg: cfg, lim: lim, log: cfg.Logger,
 		policy:    Policy{Model: cfg.Model, MaxTokens: cfg.MaxTokens},
 		inFlight:  semaphore.NewWeighted(lim.MaxInFlightBytes),
 		rate:      rate.NewLimiter(rate.Limit(lim.RequestsPerSecond), lim.RequestBurst),
@@ -199,35 +235,25 @@ func Listen(path string, uid, gid int, c domain.Caller, cfg Config) (*Server, er
 		s.egress.creds = cfg.Profile.Credentials
 	}
 
-	ln, err := listenPrivate(path, uid, gid)
-	if err != nil {
-		return nil, err
-	}
-	// More connections than this wait in the kernel's backlog, costing the
-	// host nothing, until one of these closes.
-	maxConns := lim.MaxConns
-	if cfg.Profile.HasNetwork() {
-		// Tunnels last: they get room of their own, so that they cannot
-		// keep the agent from its model.
-		maxConns += s.egress.lim.MaxConns
-	}
-	s.ln = netutil.LimitListener(ln, maxConns)
-	s.srv = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: lim.HeaderTimeout,
-		MaxHeaderBytes:    lim.MaxHeaderBytes,
-		IdleTimeout:       lim.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.Background() },
-	}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("host socket stopped", "err", err)
-		}
-	}()
 	return s, nil
 }
+
+// MaxConns is how many connections of the caller are served at once.
+func (s *Server) MaxConns() int {
+	n := s.lim.MaxConns
+	if s.cfg.Profile.HasNetwork() {
+		// Tunnels last: they get room of their own, so that they cannot
+		// keep the agent from its model.
+		n += s.egress.lim.MaxConns
+	}
+	return n
+}
+
+// Limits are the server's limits, defaults filled in.
+func (s *Server) Limits() Limits { return s.lim }
+
+// Caller is who the server was made for.
+func (s *Server) Caller() domain.Caller { return s.caller }
 
 func parseBase(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
@@ -308,20 +334,26 @@ func (s *Server) RunCA() []byte {
 	return s.egress.ca.certPEM
 }
 
-// Path is the socket's host path.
+// Path is the socket's host path ("" for a server made by New).
 func (s *Server) Path() string { return s.path }
 
-// Close stops serving, cuts open connections and removes the socket file.
+// Close stops serving, cuts open connections and removes the socket file
+// (a server made by New has neither: its connections are its acceptor's).
 // It returns once the usage of every model request is recorded: an answer
 // its client left is read for up to Limits.DrainTimeout more.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		err := s.srv.Close()
-		<-s.done
+		var err error
+		if s.srv != nil {
+			err = s.srv.Close()
+			<-s.done
+		}
 		s.egress.close() // hijacked tunnels are not the server's to close
 		_ = s.exchanges.Acquire(context.Background(), maxExchanges)
-		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
+		if s.path != "" {
+			if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
+			}
 		}
 		s.closeErr = err
 		s.refusals.flush()
