@@ -226,21 +226,37 @@ func TestOutputLimit(t *testing.T) {
 
 // TestMemoryLimit: a program cannot get more memory than the limit. With
 // runsc 2022-12-19 on cgroup v1 the allocation does not fail: the kernel's
-// OOM killer ends the whole sandbox (exit 137), and runsc has removed the
-// cgroup by then, so Result.Limit does not say it (see docs/decisions.md).
+// OOM killer ends the whole sandbox (exit 137). The host made the memory
+// cgroup (cgroup.go) and read its OOM kill: Result.Limit says it.
 func TestMemoryLimit(t *testing.T) {
 	e := setup(t)
-	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 128 << 20, TmpBytes: 16 << 20, ShmBytes: 16 << 20, Timeout: 20 * time.Second}},
-		`head -c 400000000 /dev/zero | tail -c 1 >/dev/null; python3 -c 'x = bytearray(400 << 20); x[-1] = 1; print("allocated")'`)
+	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 128 << 20, TmpBytes: 16 << 20, ShmBytes: 16 << 20, Timeout: 90 * time.Second}},
+		`python3 -c 'x = bytearray(400 << 20); x[-1] = 1; print("allocated")'`)
 	assert.NotContains(t, out, "allocated")
 	assert.NotEqual(t, 0, res.ExitCode)
 	t.Logf("memory limit: exit %d, timed out %v, limit %q, stderr %q", res.ExitCode, res.TimedOut, res.Limit, lastLines(res.Stderr))
+	assert.Equal(t, sandbox.MemoryLimit, res.Limit, "the host read the OOM kill from the sandbox's cgroup")
+	assertNoCgroup(t, e)
+}
+
+// assertNoCgroup: the host removed every cgroup of its sandboxes.
+func assertNoCgroup(t *testing.T, e env) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", e.g.cfg.Prefix, "*"))
+	var dirs []string
+	for _, l := range left {
+		if fi, err := os.Stat(l); err == nil && fi.IsDir() {
+			dirs = append(dirs, l)
+		}
+	}
+	assert.Empty(t, dirs, "cgroups left after the run")
 }
 
 // TestPidsLimit: the host's pids under one sandbox stay bounded. Under
 // the ptrace platform the cgroup counts the Sentry's threads and one stub
 // per agent task, so a fork bomb does not see fork fail: the sandbox ends
-// (runsc 2022-12-19; below ~100 pids the Sentry cannot even start).
+// (runsc 2022-12-19; below ~100 pids the Sentry cannot even start). The
+// host read the refused forks from the pids cgroup it made.
 func TestPidsLimit(t *testing.T) {
 	e := setup(t)
 	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 128, Timeout: 30 * time.Second}},
@@ -248,7 +264,9 @@ func TestPidsLimit(t *testing.T) {
 	t.Logf("pids limit: exit %d, out %q, limit %q, stderr %q", res.ExitCode, out, res.Limit, lastLines(res.Stderr))
 	assert.Equal(t, "started\n", out, "300 processes never all ran")
 	assert.NotEqual(t, 0, res.ExitCode)
+	assert.Equal(t, sandbox.ProcessLimit, res.Limit, "the host read the refused forks from the sandbox's cgroup")
 	assert.Empty(t, hostProcesses(e.g.cfg.Prefix))
+	assertNoCgroup(t, e)
 }
 
 // TestOrphansRemoved: a host that starts again removes the sandboxes a
