@@ -11,11 +11,25 @@
 // call of the same number, returns success without a socket). No Go code
 // runs in the child. The parent returns the child's pid, or -errno when
 // fork failed.
-TEXT ·int80Child(SB), NOSPLIT, $16-36
+TEXT ·int80Child(SB), NOSPLIT, $48-36
 	MOVQ	$57, AX // fork
 	SYSCALL
 	CMPQ	AX, $0
 	JNE	parent
+	// SIGSEGV back to the kernel's default: where int 0x80 is not served
+	// (a kernel without IA32 emulation) it faults, and Go's handler, copied
+	// from the parent, would print the parent's goroutines instead of the
+	// child dying by the signal.
+	MOVQ	$0, 16(SP) // struct sigaction: SIG_DFL, no flags, no mask
+	MOVQ	$0, 24(SP)
+	MOVQ	$0, 32(SP)
+	MOVQ	$0, 40(SP)
+	MOVQ	$11, DI // SIGSEGV
+	LEAQ	16(SP), SI
+	XORQ	DX, DX
+	MOVQ	$8, R10
+	MOVQ	$13, AX // rt_sigaction
+	SYSCALL
 	MOVL	nr+0(FP), AX
 	MOVL	a1+4(FP), BX
 	MOVL	a2+8(FP), CX
