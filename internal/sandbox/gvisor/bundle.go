@@ -189,8 +189,10 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 		Hostname: sandbox.Hostname,
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Process: &specs.Process{
-			User:            specs.User{UID: sandbox.UID, GID: sandbox.GID},
-			Args:            command,
+			User: specs.User{UID: sandbox.UID, GID: sandbox.GID},
+			Args: command,
+			// A terminal: runsc's stdio is a pty's slave (stdio.go).
+			Terminal:        spec.Stdio != nil && spec.Stdio.TTY,
 			Env:             env,
 			Cwd:             domain.GroupPath,
 			NoNewPrivileges: true,

@@ -320,3 +320,21 @@ print("keyctl", r, errno.errorcode.get(ctypes.get_errno()))
 t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()'`)
 	assert.Equal(t, "Seccomp:\t2\nsockets made\nkeyctl -1 EPERM\nthread ran\n", out)
 }
+
+// TestTerminal: a command run with a terminal (`clawpen run`) gets one, of
+// the owner's size, on which TIOCSTI (typing into the owner's shell) fails.
+func TestTerminal(t *testing.T) {
+	e := setup(t)
+	var out bytes.Buffer
+	// Typed, so echoed: the markers are split in what is typed.
+	in := `test -t 0 && echo IS-A""-TTY; stty size; python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b"x")' 2>/dev/null && echo STI-WO""RKED || echo STI-RE""FUSED; exit` + "\n"
+	res, err := e.g.Run(context.Background(), sandbox.Spec{InvocationID: randID(), Group: "g", GroupDir: e.groupDir(t), Command: []string{"/bin/sh"},
+		Limits: sandbox.Limits{Timeout: 60 * time.Second},
+		Stdio:  &sandbox.Stdio{TTY: true, Rows: 30, Cols: 100, In: strings.NewReader(in), Out: &out, Err: &out}})
+	require.NoError(t, err, "stderr: %s", res.Stderr)
+	t.Logf("terminal:\n%s", out.String())
+	assert.Contains(t, out.String(), "IS-A-TTY")
+	assert.Contains(t, out.String(), "30 100")
+	assert.Contains(t, out.String(), "STI-REFUSED")
+	assert.NotContains(t, out.String(), "STI-WORKED")
+}
