@@ -101,13 +101,32 @@ func artifactAttacks() []attack {
 			require.NoError(t, syscall.Chmod(filepath.Join(e.groupDir, "suid-root"), 0o4755))
 			dir := filepath.Join(e.h.Outside, "shared", "flags-"+e.folder)
 			require.NoError(t, os.MkdirAll(dir, 0o755))
+			// A device node (/dev/zero's numbers) in the group folder: only
+			// nodev keeps the sandbox from using it. The host can, or the
+			// row could not fail. (In an extra mount the host masks every
+			// device, socket and fifo, whatever the flags: mounts/masks.go.)
+			p := filepath.Join(e.groupDir, "devzero")
+			require.NoError(t, syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|5))
+			require.NoError(t, syscall.Chmod(p, 0o666))
+			f, err := os.Open(p)
+			require.NoError(t, err, "the host cannot open the device node it made")
+			n, err := f.Read(make([]byte, 4))
+			f.Close()
+			require.True(t, err == nil && n == 4, "the host cannot read the device node it made: %d, %v", n, err)
 			e.h.For(t).CLI("groups", "mount", "add", e.folder, dir, "flags")
 		}, msg: func(e *env) string {
-			return bash(lines("./pwn mountflags /workspace/group /home/agent /tmp /dev/shm /workspace/global /workspace/extra/flags",
+			// gVisor's kernel (2022-12-19) keeps no nosuid/nodev in its
+			// mount table, whatever the spec asks: there the row stands on
+			// what the flags are for, the setuid file and device nodes.
+			flags := "./pwn mountflags /workspace/group /home/agent /tmp /dev/shm /workspace/global /workspace/extra/flags"
+			if harness.Backend() == "gvisor" {
+				flags = "grep -e /workspace -e /tmp -e /home /proc/self/mountinfo"
+			}
+			return bash(lines(flags,
+				try("DEVNODE-GROUP", `test "$(head -c 4 /workspace/group/devzero | wc -c)" -gt 0`),
+				try("DEVNODE-WRITE", "echo x > /workspace/group/devzero"),
 				"./pwn suid-exec /workspace/group/suid-root", "echo FLAGS-DONE"))
-		}, want: []string{"MOUNT-/workspace/group=HELD", "MOUNT-/home/agent=HELD", "MOUNT-/tmp=HELD", "MOUNT-/dev/shm=HELD",
-			"MOUNT-/workspace/global=HELD", "MOUNT-/workspace/extra/flags=HELD", "SUID-SET", "SUIDEXEC=HELD", "FLAGS-DONE"},
-			bad: []string{"EUID=0"}},
+		}, want: mountFlagsWant(), bad: []string{"EUID=0"}},
 
 		{name: "global-not-group-owned", setup: func(t *testing.T, e *env) {
 			// groups/global as main's runs leave it: the sandbox user's.
@@ -145,6 +164,18 @@ func artifactAttacks() []attack {
 				"grep -rl "+split(maskSecret)+" . 2>/dev/null | sed 's/^/UNMASKED:/'", "echo MASKS-DONE"))
 		}, want: []string{"MASKS-CONTROL-OK", "MASKS-DONE"}, bad: []string{maskSecret, "UNMASKED:"}},
 	}
+}
+
+// mountFlagsWant is the held evidence of mount-nosuid-nodev: the flags in
+// the mount table where the kernel keeps them (not gVisor's), and on every
+// backend the setuid file and the device nodes that fail.
+func mountFlagsWant() []string {
+	want := []string{"DEVNODE-GROUP=HELD", "DEVNODE-WRITE=HELD", "SUID-SET", "SUIDEXEC=HELD", "FLAGS-DONE"}
+	if harness.Backend() == "gvisor" {
+		return want
+	}
+	return append(want, "MOUNT-/workspace/group=HELD", "MOUNT-/home/agent=HELD", "MOUNT-/tmp=HELD", "MOUNT-/dev/shm=HELD",
+		"MOUNT-/workspace/global=HELD", "MOUNT-/workspace/extra/flags=HELD")
 }
 
 // artifactTag names what one attack plants. It holds the host's own

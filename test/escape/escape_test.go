@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/test/harness"
 )
 
@@ -56,6 +58,11 @@ type attack struct {
 	// refusedOK: the host refusing or failing the run counts as blocked;
 	// mustRefuse: only that counts.
 	refusedOK, mustRefuse bool
+	// limitOK: a run the host failed because the sandbox reached its
+	// memory or process limit (the host's log and its notice to the group
+	// both say so) counts as blocked: the limit held. gVisor's sandbox is
+	// one cgroup with its kernel in it, which the limit ends as a whole.
+	limitOK bool
 	// leaks: the attack hands the sandbox a secret of the host's on
 	// purpose, to see it stopped on its way out; elsewhere the leak
 	// guard's finds are evidence (the sandbox held a secret, which the
@@ -96,6 +103,13 @@ func try(name, cmd string) string {
 func split(s string) string { return "'" + s[:len(s)/2] + "''" + s[len(s)/2:] + "'" }
 
 func lines(ls ...string) string { return strings.Join(ls, "; ") }
+
+// osDirs are find(1) tests for the host's own system directories, which a
+// search of the sandbox's view skips: read-only binds of the host's /usr
+// (and its merged-/usr aliases), the same on every backend, holding none
+// of the host's data dir (the suite's is under /tmp). Walking them through
+// gVisor's gofer takes over a minute, past a tool call's time.
+const osDirs = "-path /usr -o -path /bin -o -path /sbin -o -path '/lib*'"
 
 // attackSets are the attack tables, one per file (each registers itself in
 // init), run in registration order.
@@ -145,7 +159,7 @@ func coreAttacks() []attack {
 		{name: "read-database", msg: func(e *env) string {
 			return bash(lines(
 				try("DB-HOSTPATH", "cat "+filepath.Join(e.h.Dir, "data/clawpen.db")),
-				"find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name 'clawpen.db*' -print 2>/dev/null | sed 's/^/DBFILE-AT:/'",
+				"find / \\( -path /proc -o -path /sys -o -path /dev -o "+osDirs+" \\) -prune -o -name 'clawpen.db*' -print 2>/dev/null | sed 's/^/DBFILE-AT:/'",
 				"echo DBSEARCH-DONE"), 15)
 		}, want: []string{"DB-HOSTPATH=HELD", "DBSEARCH-DONE"}, bad: []string{"DBFILE-AT:"}},
 
@@ -347,7 +361,7 @@ func coreAttacks() []attack {
 		}, msg: func(e *env) string {
 			return bash(lines("ls -la /run /run/clawpen 2>&1",
 				"./pwn unix /var/run/docker.sock /run/docker.sock "+strings.Join(e.sockets, " "),
-				"find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null | sed 's/^/SOCKET-AT:/'",
+				"find / \\( -path /proc -o -path /sys -o "+osDirs+" \\) -prune -o -type s -print 2>/dev/null | sed 's/^/SOCKET-AT:/'",
 				"echo SOCKETS-DONE"), 15)
 		}, want: []string{"UNIX-/var/run/docker.sock=HELD", "UNIX-/run/docker.sock=HELD", "SOCKETS-DONE"},
 			check: func(t *testing.T, e *env, out string) []string {
@@ -365,20 +379,25 @@ func coreAttacks() []attack {
 				return ev
 			}},
 
-		{name: "fork-bomb", msg: func(e *env) string {
+		{name: "fork-bomb", limitOK: true, msg: func(e *env) string {
 			return strings.Join([]string{
 				bash("(bomb() { bomb | bomb & }; bomb; sleep 3) 2>/dev/null; echo BOMB-RETURNED", 8),
 				bash("echo STILL-WORKS"),
 			}, "\n")
 		}, want: []string{"STILL-WORKS"}},
 
-		{name: "memory-hog", msg: func(e *env) string {
-			return bash("head -c 4000000000 /dev/zero | tail > /dev/null 2>&1 && echo HOG" + breach + " || echo HOG" + held)
+		// One process touching 4 GB of anonymous memory: HOG=BREACH when it
+		// held more than the sandbox's limit at once. (A pipe into tail took
+		// over the run's 20 s under gVisor before reaching the limit.)
+		{name: "memory-hog", limitOK: true, msg: func(e *env) string {
+			return bash("./pwn hold anon 4000 " + strconv.FormatInt(sandbox.DefaultLimits.MemoryBytes>>20, 10) + " HOG")
 		}, want: []string{"HOG=HELD"}},
 
 		{name: "tmp-disk-fill", msg: func(e *env) string {
 			return bash(lines("dd if=/dev/zero of=/tmp/fill bs=1M count=3000 2>&1 | tail -2",
-				"echo FILLMB=$(( $(stat -c %s /tmp/fill) / 1048576 ))", "df -k /tmp | tail -1"), 15)
+				// wc, not stat: gVisor 2022-12-19 refuses coreutils stat's
+				// statx flags.
+				"echo FILLMB=$(( $(wc -c < /tmp/fill) / 1048576 ))", "df -k /tmp | tail -1"), 15)
 		}, want: []string{"FILLMB="}, check: func(t *testing.T, e *env, out string) []string {
 			i := strings.Index(out, "FILLMB=")
 			if i < 0 {
@@ -598,6 +617,10 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 	}
 	out = strings.Join(harness.Texts(h.TG.SentTo(e.chat)), "\n")
 	refused = a.msg != nil && strings.Contains(out, refusedText)
+	limit := ""
+	if refused && a.limitOK {
+		limit = limitReached(h.Stderr.String(), e.folder, out)
+	}
 	t.Logf("sandbox answered (%d bytes):\n%s", len(out), clip(out, 6000))
 
 	var evidence, missing []string
@@ -627,6 +650,7 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 	case a.msg == nil:
 	case a.mustRefuse && !refused:
 		missing = append(missing, "the run was not refused/killed")
+	case limit != "":
 	case refused && !a.refusedOK && !a.mustRefuse:
 		missing = append(missing, "the run failed, so the attack was not observed")
 	case !refused:
@@ -647,11 +671,28 @@ func runAttack(t *testing.T, host *harness.Host, i int, a attack) {
 		t.Errorf("inconclusive: %s", strings.Join(missing, "; "))
 	default:
 		note := ""
-		if refused {
+		switch {
+		case limit != "":
+			note = "the run ended at the sandbox's " + limit + " limit"
+		case refused:
 			note = "run refused/killed by the host"
 		}
 		results.set(a.name, blocked, note)
 	}
+}
+
+// limitReached is the limit ("memory", "processes") a run of folder
+// ended at, when the host's log says so and the host's notice in the
+// group's answer names it too; "" otherwise.
+func limitReached(log, folder, answer string) string {
+	words := map[string]string{"memory": "stopped at its memory limit", "processes": "reached its process limit"}
+	re := regexp.MustCompile(`msg="the sandbox reached a limit" group=` + regexp.QuoteMeta(folder) + ` .*limit=(memory|processes)\b`)
+	for _, m := range re.FindAllStringSubmatch(log, -1) {
+		if strings.Contains(answer, words[m[1]]) {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 func copyExec(t *testing.T, from, to string) {

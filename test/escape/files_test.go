@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,12 +66,36 @@ func fileAttacks() []attack {
 			}, "\n")
 		}, want: []string{"LINKED", "symlink"}, check: refused(3)},
 
-		{name: "sendfile-fifo", msg: func(e *env) string {
+		// A FIFO the host planted (as a backend writing through to the
+		// disk leaves one the sandbox makes), and one the sandbox makes:
+		// under gVisor that one lives in gVisor's own kernel only, and the
+		// host finds no file there.
+		{name: "sendfile-fifo", setup: func(t *testing.T, e *env) {
+			require.NoError(t, syscall.Mkfifo(filepath.Join(e.groupDir, "hostpipe"), 0o644))
+		}, msg: func(e *env) string {
 			return strings.Join([]string{
 				bash("mkfifo /workspace/group/pipe && echo FIFO-MADE"),
+				sendFile("/workspace/group/hostpipe"),
 				sendFile("/workspace/group/pipe"),
 			}, "\n")
-		}, want: []string{"FIFO-MADE", "not a regular file"}, check: refused(1)},
+		}, want: []string{"FIFO-MADE", "/workspace/group/hostpipe is not a regular file"}, check: func(t *testing.T, e *env, out string) []string {
+			ev := leakedFiles(e)
+			if n := len(e.h.TG.FilesTo(e.chat)); n > 0 {
+				ev = append(ev, fmt.Sprintf("%d files sent to the attacking group's chat", n))
+			}
+			fi, err := os.Lstat(filepath.Join(e.groupDir, "pipe"))
+			switch {
+			case err == nil && fi.Mode()&os.ModeNamedPipe == 0:
+				ev = append(ev, inconclusive+"the sandbox's pipe is on the host as "+fi.Mode().String())
+			case err == nil && !strings.Contains(out, "/workspace/group/pipe is not a regular file"):
+				ev = append(ev, inconclusive+"the sandbox's FIFO, on the host's disk, was not refused as one")
+			case err != nil && !strings.Contains(out, "no file at /workspace/group/pipe"):
+				ev = append(ev, inconclusive+"the sandbox's FIFO is not on the host's disk, and the host did not say so")
+			case err != nil:
+				t.Logf("the FIFO the sandbox made never reached the host's disk: %v", err)
+			}
+			return ev
+		}},
 
 		{name: "sendfile-directory", msg: func(e *env) string {
 			return strings.Join([]string{

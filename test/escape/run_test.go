@@ -57,7 +57,9 @@ func TestRunEscape(t *testing.T) {
 				"./pwn http POST /ipc/send_message "+shq(jsonOf(map[string]any{"group": "main", "chat_id": harness.OwnerID, "text": "RUN-FORGED-1"})),
 				"./pwn http POST /ipc/send_message "+shq(jsonOf(map[string]any{"chat_id": harness.OwnerID, "text": "RUN-FORGED-2"})),
 				"./pwn http POST /ipc/schedule_task "+shq(jsonOf(map[string]any{"group": "main", "prompt": "RUN-FORGED-TASK", "schedule_type": "interval", "schedule_value": "1h"})),
-				"ls -A /run/clawpen", "ls "+filepath.Join(h.Dir, "data", "sockets")+" 2>&1", "echo SOCK-DONE"),
+				// Listed by the shell's globs: coreutils ls fails on
+				// everything under gVisor 2022-12-19 (statx flags refused).
+				"echo /run/clawpen/* /run/clawpen/.[!.]*", "echo "+filepath.Join(h.Dir, "data", "sockets")+"/*", "echo SOCK-DONE"),
 			want: []string{"SOCK-DONE", "denied", "host.sock"},
 			bad:  []string{"MAIN-ONLY-RAN", "HTTP/1.1 200"},
 			check: func(t *testing.T) []string {
@@ -77,7 +79,7 @@ func TestRunEscape(t *testing.T) {
 		// The owner's own secrets and the other groups, by host path.
 		{name: "read-host",
 			cmd: lines(try("SSH-HOSTPATH", "cat "+filepath.Join(h.Home, ".ssh/id_rsa")), try("SSH-HOME", "cat ~/.ssh/id_rsa"),
-				try("MAIN-FOLDER", "ls "+filepath.Join(h.Dir, "groups", "main")), try("DB", "cat "+filepath.Join(h.Dir, "data", "clawpen.db")),
+				try("MAIN-FOLDER", "test -d "+filepath.Join(h.Dir, "groups", "main")), try("DB", "cat "+filepath.Join(h.Dir, "data", "clawpen.db")),
 				"echo READ-DONE"),
 			want: []string{"SSH-HOSTPATH=HELD", "SSH-HOME=HELD", "MAIN-FOLDER=HELD", "DB=HELD", "READ-DONE"}},
 	}

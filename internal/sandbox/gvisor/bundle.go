@@ -25,9 +25,14 @@ const AgentPath = "/opt/clawpen/bin/clawpen-agent"
 type bundle struct {
 	dir  string
 	pins *sandbox.PinSet
+	// cgroup removes the cgroups makeCgroup made; nil until then.
+	cgroup func()
 }
 
 func (b *bundle) remove() {
+	if b.cgroup != nil {
+		b.cgroup()
+	}
 	b.pins.Release()
 	if b.dir != "" {
 		_ = os.RemoveAll(b.dir)
@@ -54,6 +59,10 @@ func (g *Backend) writeBundle(spec sandbox.Spec, id string, command []string) (b
 	if bd.pins, err = sandbox.NewPinSet(g.cfg.PinDir, id); err != nil {
 		return bd, err
 	}
+	if err := g.makeCgroup(id, spec.Limits.WithDefaults()); err != nil {
+		return bd, err
+	}
+	bd.cgroup = func() { g.removeCgroup(id) }
 	s, err := g.ociSpec(spec, bd, command)
 	if err != nil {
 		return bd, err
@@ -180,8 +189,10 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 		Hostname: sandbox.Hostname,
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Process: &specs.Process{
-			User:            specs.User{UID: sandbox.UID, GID: sandbox.GID},
-			Args:            command,
+			User: specs.User{UID: sandbox.UID, GID: sandbox.GID},
+			Args: command,
+			// A terminal: runsc's stdio is a pty's slave (stdio.go).
+			Terminal:        spec.Stdio != nil && spec.Stdio.TTY,
 			Env:             env,
 			Cwd:             domain.GroupPath,
 			NoNewPrivileges: true,

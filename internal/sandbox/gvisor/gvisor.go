@@ -290,9 +290,6 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if err := spec.Validate(); err != nil {
 		return res, err
 	}
-	if spec.Stdio != nil && spec.Stdio.TTY {
-		return res, errors.New("gvisor: a terminal is not supported yet; run without one")
-	}
 	id := g.cfg.Prefix + "-" + spec.InvocationID
 	if !validID.MatchString(id) {
 		return res, fmt.Errorf("gvisor: invalid invocation id %q", spec.InvocationID)
@@ -322,22 +319,19 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = pipeWait
-	stdin, err := cmd.StdinPipe()
+	sio, err := connect(cmd, spec.Stdio)
 	if err != nil {
-		return res, fmt.Errorf("stdin pipe: %w", err)
+		return res, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return res, fmt.Errorf("stdout pipe: %w", err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return res, fmt.Errorf("stderr pipe: %w", err)
-	}
+	defer sio.close()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("start runsc: %w", err)
 	}
+	sio.started()
+	resized := make(chan struct{})
+	defer close(resized)
+	sio.resizing(spec.Stdio, resized)
 	log := g.log.With("invocation", spec.InvocationID, "group", spec.Group, "container", id)
 	log.Debug("sandbox started")
 	var killOnce sync.Once
@@ -367,20 +361,23 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	}
 	var unused bool
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = io.Copy(out, stdout) }()
-	go func() { defer wg.Done(); _, _ = io.Copy(errOut, stderr) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); _, _ = io.Copy(out, sio.stdout) }()
+	if sio.stderr != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = io.Copy(errOut, sio.stderr) }()
+	}
 	jobDone := make(chan struct{})
 	go func() {
 		defer close(jobDone)
-		defer stdin.Close()
 		if spec.Stdio != nil {
 			clock.Reset(lim.Timeout)
 			// Not waited for: the owner's input may never end; the copy
 			// stops at its first write after the sandbox is gone.
-			go func() { _, _ = io.Copy(stdin, spec.Stdio.In); _ = stdin.Close() }()
+			go func() { _, _ = io.Copy(sio.stdin, spec.Stdio.In); sio.closeStdin() }()
 			return
 		}
+		defer sio.closeStdin()
 		job, err := spec.WaitJob(runCtx)
 		if err != nil {
 			unused = true
@@ -388,7 +385,7 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 			return
 		}
 		clock.Reset(lim.Timeout)
-		_, _ = stdin.Write(job)
+		_, _ = sio.stdin.Write(job)
 	}()
 	waitErr := cmd.Wait()
 	wg.Wait()

@@ -226,21 +226,37 @@ func TestOutputLimit(t *testing.T) {
 
 // TestMemoryLimit: a program cannot get more memory than the limit. With
 // runsc 2022-12-19 on cgroup v1 the allocation does not fail: the kernel's
-// OOM killer ends the whole sandbox (exit 137), and runsc has removed the
-// cgroup by then, so Result.Limit does not say it (see docs/decisions.md).
+// OOM killer ends the whole sandbox (exit 137). The host made the memory
+// cgroup (cgroup.go) and read its OOM kill: Result.Limit says it.
 func TestMemoryLimit(t *testing.T) {
 	e := setup(t)
-	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 128 << 20, TmpBytes: 16 << 20, ShmBytes: 16 << 20, Timeout: 20 * time.Second}},
-		`head -c 400000000 /dev/zero | tail -c 1 >/dev/null; python3 -c 'x = bytearray(400 << 20); x[-1] = 1; print("allocated")'`)
+	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 128 << 20, TmpBytes: 16 << 20, ShmBytes: 16 << 20, Timeout: 90 * time.Second}},
+		`python3 -c 'x = bytearray(400 << 20); x[-1] = 1; print("allocated")'`)
 	assert.NotContains(t, out, "allocated")
 	assert.NotEqual(t, 0, res.ExitCode)
 	t.Logf("memory limit: exit %d, timed out %v, limit %q, stderr %q", res.ExitCode, res.TimedOut, res.Limit, lastLines(res.Stderr))
+	assert.Equal(t, sandbox.MemoryLimit, res.Limit, "the host read the OOM kill from the sandbox's cgroup")
+	assertNoCgroup(t, e)
+}
+
+// assertNoCgroup: the host removed every cgroup of its sandboxes.
+func assertNoCgroup(t *testing.T, e env) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", e.g.cfg.Prefix, "*"))
+	var dirs []string
+	for _, l := range left {
+		if fi, err := os.Stat(l); err == nil && fi.IsDir() {
+			dirs = append(dirs, l)
+		}
+	}
+	assert.Empty(t, dirs, "cgroups left after the run")
 }
 
 // TestPidsLimit: the host's pids under one sandbox stay bounded. Under
 // the ptrace platform the cgroup counts the Sentry's threads and one stub
 // per agent task, so a fork bomb does not see fork fail: the sandbox ends
-// (runsc 2022-12-19; below ~100 pids the Sentry cannot even start).
+// (runsc 2022-12-19; below ~100 pids the Sentry cannot even start). The
+// host read the refused forks from the pids cgroup it made.
 func TestPidsLimit(t *testing.T) {
 	e := setup(t)
 	res, out := e.run(t, sandbox.Spec{Limits: sandbox.Limits{Pids: 128, Timeout: 30 * time.Second}},
@@ -248,7 +264,9 @@ func TestPidsLimit(t *testing.T) {
 	t.Logf("pids limit: exit %d, out %q, limit %q, stderr %q", res.ExitCode, out, res.Limit, lastLines(res.Stderr))
 	assert.Equal(t, "started\n", out, "300 processes never all ran")
 	assert.NotEqual(t, 0, res.ExitCode)
+	assert.Equal(t, sandbox.ProcessLimit, res.Limit, "the host read the refused forks from the sandbox's cgroup")
 	assert.Empty(t, hostProcesses(e.g.cfg.Prefix))
+	assertNoCgroup(t, e)
 }
 
 // TestOrphansRemoved: a host that starts again removes the sandboxes a
@@ -301,4 +319,22 @@ r = libc.syscall(250, 0, 0, 0, 0, 0)
 print("keyctl", r, errno.errorcode.get(ctypes.get_errno()))
 t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()'`)
 	assert.Equal(t, "Seccomp:\t2\nsockets made\nkeyctl -1 EPERM\nthread ran\n", out)
+}
+
+// TestTerminal: a command run with a terminal (`clawpen run`) gets one, of
+// the owner's size, on which TIOCSTI (typing into the owner's shell) fails.
+func TestTerminal(t *testing.T) {
+	e := setup(t)
+	var out bytes.Buffer
+	// Typed, so echoed: the markers are split in what is typed.
+	in := `test -t 0 && echo IS-A""-TTY; stty size; python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b"x")' 2>/dev/null && echo STI-WO""RKED || echo STI-RE""FUSED; exit` + "\n"
+	res, err := e.g.Run(context.Background(), sandbox.Spec{InvocationID: randID(), Group: "g", GroupDir: e.groupDir(t), Command: []string{"/bin/sh"},
+		Limits: sandbox.Limits{Timeout: 60 * time.Second},
+		Stdio:  &sandbox.Stdio{TTY: true, Rows: 30, Cols: 100, In: strings.NewReader(in), Out: &out, Err: &out}})
+	require.NoError(t, err, "stderr: %s", res.Stderr)
+	t.Logf("terminal:\n%s", out.String())
+	assert.Contains(t, out.String(), "IS-A-TTY")
+	assert.Contains(t, out.String(), "30 100")
+	assert.Contains(t, out.String(), "STI-REFUSED")
+	assert.NotContains(t, out.String(), "STI-WORKED")
 }
