@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/clawpen/clawpen/internal/sandbox"
 	"github.com/clawpen/clawpen/internal/sandbox/docker"
+	"github.com/clawpen/clawpen/internal/sandbox/gvisor"
 )
 
 // Row names of the sandbox start section; ratios name the raw baselines.
@@ -30,6 +32,7 @@ const (
 	rowDockerCLI      = "docker run --rm (CLI)"
 	rowDockerClient   = "docker Go client create→start→wait→remove"
 	rowDockerReady    = "clawpen docker agent-ready"
+	rowGVisorReady    = "clawpen gvisor agent-ready"
 	readyTargetFactor = 1.5
 )
 
@@ -103,15 +106,23 @@ func sandboxStart(ctx context.Context, o Options) Section {
 			return dockerAgentReady(ctx, o, n)
 		})
 	}
+	if why := gvisorUnavailable(ctx); why != "" {
+		s.Rows = append(s.Rows, Row{Name: rowGVisorReady, Skipped: why})
+	} else {
+		measure(rowGVisorReady, rowRawBwrap, dr, func(ctx context.Context, n int) ([]time.Duration, error) {
+			return gvisorAgentReady(ctx, o, n)
+		})
+	}
 	s.Notes = []string{
 		"each row is the wall time of one start, from the call to the exit of /bin/true or, for agent-ready, to the first byte clawpen-agent writes (its ready line; stdin is \"{}\", which it then refuses).",
 		"raw bwrap: bwrap run by hand as the sandbox user with exactly clawpen's command line and descriptors (namespaces, capabilities, synthesised /etc, binds); clawpen bwrap adds what Backend.Run does around it: opening and checking the bind sources, the sandbox's cgroup (made, the init moved in and its rlimits set while bwrap waits on --block-fd, removed after), output capping and namespace-init reaping. The minimal-view row is bwrap with the same namespace flags and only /usr, /proc, /dev and /tmp.",
 		"pinned: every bind source pinned under a staging directory first, as a root `clawpen serve` does.",
 		"no cgroup/seccomp/keyring: the same backend without the sandbox's cgroup, its seccomp filter and its fresh session keyring (bwrap.NewBaseline), i.e. agent-ready as it was before they came; the row below it is what every sandbox costs now.",
 	}
-	if s.Rows[len(s.Rows)-1].Skipped == "" {
+	if slices.ContainsFunc(s.Rows, func(r Row) bool { return r.Name == rowDockerReady && r.Skipped == "" }) {
 		s.Notes = append(s.Notes, fmt.Sprintf("Docker rows take %d runs, not %d (a container costs ~100× a bwrap sandbox); image %s.", dr, runs, o.Image))
 	}
+	s.Notes = append(s.Notes, fmt.Sprintf("gvisor agent-ready: `runsc run` of clawpen's OCI bundle (the bwrap view, ptrace platform, network none) with the host-made cgroup, %d runs as the Docker rows.", dr))
 	return s
 }
 
@@ -410,6 +421,41 @@ func dockerAgentReady(ctx context.Context, o Options, n int) ([]time.Duration, e
 	be, err := docker.New(ctx, dc)
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	defer be.Close()
+	sp, err := sc.GroupSpec("main", true)
+	if err != nil {
+		return nil, err
+	}
+	return timeRuns(ctx, n, true, sp, be.Run)
+}
+
+// gvisorUnavailable says why the gVisor rows cannot run ("" when they can).
+func gvisorUnavailable(ctx context.Context) string {
+	if os.Geteuid() != 0 {
+		return "runsc needs root"
+	}
+	if _, err := exec.LookPath("runsc"); err != nil {
+		return "no runsc in $PATH (apt-get install runsc)"
+	}
+	return ""
+}
+
+// gvisorAgentReady starts clawpen's gVisor sandbox n times, as a root host
+// does, until the agent's ready line.
+func gvisorAgentReady(ctx context.Context, o Options, n int) ([]time.Duration, error) {
+	sc, err := newScratch(o, "clawpen-bench-gvisor-")
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	if sc.UID < 0 {
+		return nil, errors.New("gVisor needs the dedicated sandbox user")
+	}
+	be, err := gvisor.New(ctx, gvisor.Config{AgentBin: o.AgentBin, StateDir: sc.Path("gvisor"), PinDir: sc.Path("gvisor", "pins"),
+		DiskUID: sc.UID, DiskGID: sc.GID, Prefix: fmt.Sprintf("clawpen-bench-%d-gvisor", os.Getpid())})
+	if err != nil {
+		return nil, fmt.Errorf("gvisor backend: %w", err)
 	}
 	defer be.Close()
 	sp, err := sc.GroupSpec("main", true)
