@@ -25,7 +25,7 @@ func newMetrics(cfg config.Config) *hostMetrics {
 	for i, op := range ops.Operations {
 		names[i] = string(op)
 	}
-	return newHostMetrics(metricOptions{Operations: names, Backends: []string{"bwrap", "docker", "none"}})
+	return newHostMetrics(metricOptions{Operations: names, Backends: []string{"bwrap", "docker", "gvisor", "none"}})
 }
 
 // startMetrics serves /metrics, /healthz and /readyz on CLAWPEN_METRICS_ADDR
