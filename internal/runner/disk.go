@@ -113,7 +113,9 @@ func walkDir(fd int, name string, depth int, u *diskUsage) error {
 				return err
 			}
 		}
-		if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
+		// ENOENT: the directory was removed while it was being listed;
+		// what it held is gone with it.
+		if errors.Is(err, io.EOF) || errors.Is(err, unix.ENOENT) || (err == nil && len(names) == 0) {
 			return nil
 		}
 		if err != nil {

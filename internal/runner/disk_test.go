@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,6 +60,20 @@ func TestMeasureDiskMissingRootIsEmpty(t *testing.T) {
 	u, err := measureDisk(filepath.Join(t.TempDir(), "absent"))
 	require.NoError(t, err)
 	assert.Equal(t, diskUsage{}, u)
+}
+
+// A directory the sandbox removes while the host lists it (as when it swaps
+// its inbox for a symlink) holds nothing any more: it is not a reason to
+// stop the run at its quota.
+func TestWalkDirOfARemovedDirectoryIsEmpty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "inbox")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(dir))
+	var u diskUsage
+	require.NoError(t, walkDir(fd, dir, 1, &u))
+	assert.Zero(t, u.Entries)
 }
 
 func TestMeasureDiskRefusesTooDeepTrees(t *testing.T) {
