@@ -274,6 +274,14 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 		return Answer{}, fmt.Errorf("run for %q: %w", folder, err)
 	}
 
+	// The run counts as active from before its sandbox starts: a /new from
+	// then on forgets what this run saves as it ends. Deferred first, it
+	// runs last, once the sandbox is gone.
+	r.mu.Lock()
+	r.active[folder]++
+	r.mu.Unlock()
+	defer r.runEnded(folder)
+
 	// A warm sandbox made in this very view takes the job; a cold one is
 	// started for it otherwise. `clawpen run` is always cold.
 	var sr *sandboxRun
@@ -307,11 +315,6 @@ func (r *Runner) run(ctx context.Context, req Request, iv *Invocation) (Answer, 
 			return Answer{}, err
 		}
 	}
-
-	r.mu.Lock()
-	r.active[folder]++
-	r.mu.Unlock()
-	defer r.runEnded(folder) // the sandbox is gone
 
 	log := r.cfg.Logger.With("group", folder, "invocation", inv, "backend", r.sandbox.Name())
 	log.Info("sandbox start", "warm", warm)
