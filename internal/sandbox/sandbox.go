@@ -97,8 +97,9 @@ type Spec struct {
 	// Job, when set, is waited for once the sandbox is up and its limits
 	// are set (a warm sandbox, started ahead of its job): what it returns
 	// is the job, given instead of Stdin. The wall clock (Limits.Timeout)
-	// starts when the job is given. An error ends the sandbox unused: Run
-	// then returns an error wrapping ErrUnused.
+	// starts when the job is given. An error ends the sandbox unused, and
+	// so does the sandbox's own end before its job: Run then returns an
+	// error wrapping ErrUnused.
 	Job    func(ctx context.Context) ([]byte, error)
 	Stdout io.Writer // agent stdout, capped at Limits.OutputBytes
 	Limits Limits

@@ -3,6 +3,9 @@ package sandbox
 import (
 	"os"
 	"path"
+	"sort"
+
+	"github.com/clawpen/clawpen/internal/domain"
 )
 
 // Hostname is every sandbox's UTS name.
@@ -67,4 +70,22 @@ func ProbeHostSystem() HostSystem {
 		}
 	}
 	return l
+}
+
+// Environ is a sandbox's whole environment, "NAME=value" sorted by name:
+// env's variables of a valid name, then HOME, USER and PATH, always the
+// sandbox's own.
+func Environ(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if ValidEnvName(k) && k != "HOME" && k != "USER" && k != "PATH" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys)+3)
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return append(out, "HOME="+domain.HomePath, "USER=agent", "PATH="+PATH)
 }

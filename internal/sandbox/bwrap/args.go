@@ -2,8 +2,8 @@ package bwrap
 
 import (
 	"path"
-	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
@@ -11,9 +11,6 @@ import (
 
 // AgentPath is where the agent binary appears inside the sandbox.
 const AgentPath = "/opt/clawpen/bin/clawpen-agent"
-
-// Hostname is the sandbox's UTS name.
-const Hostname = sandbox.Hostname
 
 // fdLayout numbers every file descriptor the command line refers to. ExtraFiles[i]
 // becomes fd 3+i in the child, so the order here is the order prepare opens files in.
@@ -91,20 +88,13 @@ func (b *Backend) args(spec sandbox.Spec, fds fdLayout, command []string) []stri
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--uid", fd(sandbox.UID), "--gid", fd(sandbox.GID),
-		"--hostname", Hostname,
+		"--hostname", sandbox.Hostname,
 		"--clearenv",
 	}
-	for _, k := range sortedEnvKeys(spec.Env) {
-		if fixedEnv(k) {
-			continue
-		}
-		a = append(a, "--setenv", k, spec.Env[k])
+	for _, kv := range sandbox.Environ(spec.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
 	}
-	a = append(a,
-		"--setenv", "HOME", domain.HomePath,
-		"--setenv", "USER", "agent",
-		"--setenv", "PATH", sandbox.PATH,
-	)
 
 	// System: /usr read-only, the root-level aliases as on the host.
 	a = append(a, "--ro-bind", "/usr", "/usr")
@@ -211,20 +201,6 @@ func (b *Backend) defaultCommand() []string {
 		return b.cfg.Command
 	}
 	return []string{AgentPath}
-}
-
-// fixedEnv are variables the sandbox always gets with fixed values.
-func fixedEnv(k string) bool { return k == "HOME" || k == "USER" || k == "PATH" }
-
-func sortedEnvKeys(env map[string]string) []string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		if sandbox.ValidEnvName(k) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // maskArgs hides hostPath at dest: an empty read-only tmpfs over a directory,

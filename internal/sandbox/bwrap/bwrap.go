@@ -20,29 +20,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
-const (
-	stderrTail = 8 << 10
-	// pipeWait bounds how long Run waits for bwrap's output pipes to close
-	// once bwrap has exited (exec.Cmd.WaitDelay).
-	pipeWait = 10 * time.Second
-)
+// pipeWait bounds how long Check waits for bwrap's output to end once
+// bwrap has exited (exec.Cmd.WaitDelay).
+const pipeWait = 10 * time.Second
 
 // Config configures the backend.
 type Config struct {
@@ -369,7 +363,6 @@ func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 }
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
-	var res sandbox.Result
 	lim := spec.Limits.WithDefaults()
 	// The cgroup is made while the bind sources are opened; bwrap starts
 	// inside it.
@@ -396,184 +389,112 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 			b.log.Error("remove the sandbox's cgroup", "invocation", spec.InvocationID, "err", err)
 		}
 	}()
+	fail := func(err error) (sandbox.Result, error) {
+		return sandbox.Result{}, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
+	}
 	p, err := b.prepare(spec, command)
 	if err != nil {
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
+		return fail(err)
 	}
 	defer p.close()
-
-	// The wall clock starts when the job is given (a warm sandbox waits
-	// for it first); the clock cancels runCtx, which kills the sandbox.
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	clock := time.AfterFunc(lim.Timeout, func() { cancel(sandbox.ErrTimeLimit) })
-	clock.Stop()
-	defer clock.Stop()
-	var unused atomic.Bool
-	cmd := b.command(runCtx, p.args)
+	// Killed by Supervise, not by a context.
+	cmd := b.command(context.Background(), p.args)
 	cmd.ExtraFiles = p.files
-	// The job (or the owner's input) is written only once the limits are
-	// set.
-	io_, err := connect(cmd, spec.Stdio)
+	// bwrap's --new-session makes the command's session leader without a
+	// controlling terminal: a pty is its stdio only, and the seccomp filter
+	// refuses TIOCSTI on it anyway.
+	st, started, resize, err := sandbox.CmdStreams(cmd, spec.Stdio)
 	if err != nil {
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
+		return fail(err)
 	}
-	defer io_.close()
-
 	if err := markInheritedCloexec(); err != nil {
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, err)
+		st.Close()
+		return fail(err)
 	}
 	<-cgReady
 	if cgErr != nil {
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, cgErr)
+		st.Close()
+		return fail(cgErr)
 	}
-	start := time.Now()
-	if err := b.start(cmd, cg); err != nil {
-		return res, fmt.Errorf("start bwrap: %w", err)
-	}
-	// The child has its copies; drop ours so EOF and the info pipe work.
-	for _, f := range p.files {
-		_ = f.Close()
-	}
-	p.files = nil
-	p.gate.started()
-	io_.started()
-	if spec.Stdio != nil && spec.Stdio.Resize != nil && io_.master != nil {
-		resized := make(chan struct{})
-		defer close(resized)
-		go func() {
-			for {
-				select {
-				case sz := <-spec.Stdio.Resize:
-					_ = pty.Setsize(io_.master, &pty.Winsize{Rows: sz.Rows, Cols: sz.Cols})
-				case <-resized:
-					return
-				}
-			}
-		}()
-	}
-	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group, "pid", cmd.Process.Pid)
+	log := b.log.With("invocation", spec.InvocationID, "group", spec.Group)
 	if cg != nil {
 		log = log.With("cgroup", cg.Name())
 	}
-	log.Debug("sandbox started")
+	return sandbox.Supervise(ctx, spec, &proc{b: b, cmd: cmd, p: p, cg: cg, started: started, resize: resize, log: log, group: spec.Group}, st, log)
+}
 
-	// OnLimit runs in a goroutine; limitKilled lets the kill finish before
-	// bwrap is reaped, so it cannot hit a reused process group.
-	limitKilled := make(chan struct{})
-	outW, errW := spec.Stdout, io.Writer(nil)
-	if spec.Stdio != nil {
-		outW, errW = spec.Stdio.Out, spec.Stdio.Err
-	}
-	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
-		defer close(limitKilled)
-		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
-		_ = killGroup(cmd)
-	}}
-	tail := &sandbox.Tail{Max: stderrTail}
-	var errOut io.Writer = tail
-	if errW != nil {
-		errOut = io.MultiWriter(tail, errW)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _, _ = io.Copy(out, io_.stdout) }()
-	if io_.stderr != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = io.Copy(errOut, io_.stderr) }()
-	}
+// proc is one bwrap sandbox as sandbox.Supervise drives it.
+type proc struct {
+	b        *Backend
+	cmd      *exec.Cmd
+	p        *prepared
+	cg       *Cgroup
+	started  func() // drops the host's copies of bwrap's streams
+	resize   func(sandbox.WinSize)
+	log      *slog.Logger
+	group    string
+	ns       *nsProcess // bwrap's namespace init, once found
+	readyErr error
+}
 
-	// bwrap reports the namespace init right after cloning it (or exits,
-	// closing the pipe, when it fails before).
-	var (
-		ns       *nsProcess
-		setupErr error
-	)
-	if runCtx.Err() != nil {
-		_ = killGroup(cmd)
-	} else {
-		ns, setupErr = b.release(cmd, p.gate)
+func (r *proc) Start() error {
+	if err := r.b.start(r.cmd, r.cg); err != nil {
+		return fmt.Errorf("start bwrap: %w", err)
 	}
+	// The child has its copies; drop ours so EOF and the info pipe work.
+	for _, f := range r.p.files {
+		_ = f.Close()
+	}
+	r.p.files = nil
+	r.p.gate.started()
+	r.started()
+	return nil
+}
+
+// Ready sets the limits bwrap's namespace init waits for (see release).
+func (r *proc) Ready() error {
+	r.ns, r.readyErr = r.b.release(r.cmd, r.p.gate)
+	if r.readyErr != nil {
+		return fmt.Errorf("bwrap sandbox for %s: %w", r.group, r.readyErr)
+	}
+	return nil
+}
+
+func (r *proc) Kill() { _ = killGroup(r.cmd) }
+
+// Wait returns once bwrap is reaped, which is once its PID namespace is
+// empty: every process of the sandbox is gone (see command).
+func (r *proc) Wait(ended func()) (int, error) {
+	code, err := sandbox.WaitCmd(r.cmd, ended)
+	if r.ns != nil {
+		if r.b.sawInit != nil {
+			r.b.sawInit(r.ns.pid)
+		}
+		r.ns.close()
+	}
+	return code, err
+}
+
+func (r *proc) Resize(sz sandbox.WinSize) { r.resize(sz) }
+
+func (r *proc) Finish(res *sandbox.Result) error {
+	if r.cg != nil {
+		var err error
+		if res.Limit, err = r.cg.Reached(); err != nil {
+			r.log.Warn("read the sandbox's cgroup counters", "err", err)
+		}
+	}
+	// An init that died building the view (and so before its limits), or
+	// bwrap's exit 1, leaves bwrap's own reason.
+	msg, ok := bwrapFailure(res.Stderr)
 	switch {
-	case ns == nil || setupErr != nil:
-	case spec.Stdio != nil:
-		// Not waited for: the owner's input may never end; the copy stops
-		// at its first write after the sandbox is gone.
-		clock.Reset(lim.Timeout)
-		go func() {
-			_, _ = io.Copy(io_.stdin, spec.Stdio.In)
-			io_.closeStdin()
-		}()
-	default:
-		go func() {
-			defer io_.closeStdin()
-			job, err := spec.WaitJob(runCtx)
-			if err != nil {
-				unused.Store(true)
-				cancel(err)
-				return
-			}
-			clock.Reset(lim.Timeout)
-			_, _ = io_.stdin.Write(job)
-		}()
+	case !ok:
+	case r.readyErr != nil:
+		return fmt.Errorf("bubblewrap could not build the sandbox: %s (%w)", msg, r.readyErr)
+	case !res.TimedOut && !res.OutputTruncated && res.ExitCode == 1:
+		return fmt.Errorf("bubblewrap could not build the sandbox: %s", msg)
 	}
-	wg.Wait()
-	// Truncated is set by the same Write that started OnLimit, and that Write
-	// has returned by now.
-	if out.Truncated() {
-		<-limitKilled
-	}
-	// bwrap is reaped only once its PID namespace is empty: every process
-	// of the sandbox is gone.
-	waitErr := cmd.Wait()
-	res.Duration = time.Since(start)
-	if ns != nil {
-		if b.sawInit != nil {
-			b.sawInit(ns.pid)
-		}
-		ns.close()
-	}
-
-	res.Stderr = tail.String()
-	res.OutputTruncated = out.Truncated()
-	res.ExitCode = exitCode(cmd.ProcessState)
-	if unused.Load() {
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, context.Cause(runCtx))
-	}
-	if runCtx.Err() != nil {
-		res.TimedOut = true
-	}
-	if cg != nil {
-		if res.Limit, err = cg.Reached(); err != nil {
-			log.Warn("read the sandbox's cgroup counters", "err", err)
-		}
-	}
-	if res.Limit != "" {
-		log.Warn("sandbox reached a cgroup limit", "limit", res.Limit, "memory", lim.MemoryBytes, "pids", lim.Pids)
-	}
-	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
-		"truncated", res.OutputTruncated, "duration", res.Duration)
-
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
-	}
-	if setupErr != nil {
-		// An init that died building the view (and so before its limits)
-		// leaves bwrap's own reason, the more useful one.
-		if msg, ok := bwrapFailure(res.Stderr); ok {
-			return res, fmt.Errorf("bubblewrap could not build the sandbox: %s (%w)", msg, setupErr)
-		}
-		return res, fmt.Errorf("bwrap sandbox for %s: %w", spec.Group, setupErr)
-	}
-	if waitErr != nil && cmd.ProcessState == nil {
-		return res, fmt.Errorf("wait for bwrap: %w", waitErr)
-	}
-	if !res.TimedOut && !res.OutputTruncated && res.ExitCode == 1 {
-		if msg, ok := bwrapFailure(res.Stderr); ok {
-			return res, fmt.Errorf("bubblewrap could not build the sandbox: %s", msg)
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // bwrapFailure finds bwrap's own error message ("bwrap: ...") in stderr: bwrap
@@ -585,16 +506,6 @@ func bwrapFailure(stderr string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }
 
 // nsProcess is bwrap's PID-namespace init, held by a pidfd so that a recycled
@@ -679,13 +590,5 @@ func (b *Backend) RawCommand(spec sandbox.Spec, command ...string) (cmd *exec.Cm
 // Fingerprint names the agent binary and bwrap as they are on disk now: a
 // rebuilt binary makes sandboxes started before it stale.
 func (b *Backend) Fingerprint(context.Context) (string, error) {
-	var sb strings.Builder
-	for _, p := range []string{b.cfg.AgentBin, b.bwrap} {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			return "", fmt.Errorf("fingerprint %s: %w", p, err)
-		}
-		fmt.Fprintf(&sb, "%s:%d:%d:%d:%d.%d;", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-	}
-	return sb.String(), nil
+	return sandbox.FileFingerprint(b.cfg.AgentBin, b.bwrap)
 }

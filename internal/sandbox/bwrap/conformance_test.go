@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 		UID:        uid,
 		GID:        gid,
 		Env:        []string{"PWD=/workspace/group"}, // bwrap sets it for --chdir
-		StderrTail: stderrTail,
+		StderrTail: sandbox.StderrTail,
 		Pinned: func(t *testing.T, l *sandboxtest.Layout) sandboxtest.Backend {
 			b := testBackend(t, nil)
 			b.cfg.PinDir = l.Pins

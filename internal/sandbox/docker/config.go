@@ -3,22 +3,20 @@ package docker
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
 // AgentPath is the agent binary inside the image.
 const AgentPath = "/usr/local/bin/clawpen-agent"
-
-// Hostname is the sandbox's UTS name.
-const Hostname = "clawpen"
 
 // Labels every sandbox container carries; RemoveOrphans finds leftovers by the second.
 const (
@@ -26,15 +24,13 @@ const (
 	LabelInvocation = "clawpen.invocation"
 )
 
-// sandboxPATH is the only PATH the agent gets.
-const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
-
 // logMaxSize bounds what the engine keeps of a container's output on disk; the
 // host reads the output through the attach stream, not from the log.
 const logMaxSize = "1m"
 
-// createConfig is the container's configuration for spec: the same view as the
-// bwrap backend, built from the image instead of the host's /usr.
+// createConfig is the container's configuration for spec: the same view as
+// the bwrap backend, built from the image instead of the host's /usr, from
+// the description every container backend shares (sandbox.OCISpec).
 func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.Config, *container.HostConfig, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
@@ -42,34 +38,28 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 	if b.seccomp == "" {
 		return nil, nil, errors.New("no seccomp profile: the backend was not made by New")
 	}
-	lim := spec.Limits.WithDefaults()
-
-	env := make([]string, 0, len(spec.Env)+3)
-	for _, k := range sortedKeys(spec.Env) {
-		if fixedEnv(k) {
-			continue
-		}
-		env = append(env, k+"="+spec.Env[k])
-	}
-	env = append(env, "HOME="+domain.HomePath, "USER=agent", "PATH="+sandboxPATH)
-
 	if len(command) == 0 {
 		command = b.defaultCommand()
 	}
+	oci, err := sandbox.OCISpec(spec, command, func(bd sandbox.Bind) (string, error) { return b.hostPath(bd.Source) })
+	if err != nil {
+		return nil, nil, err
+	}
+	proc := oci.Process
 	cfg := &container.Config{
 		Image:        b.cfg.Image,
-		Hostname:     Hostname,
-		User:         strconv.Itoa(sandbox.UID) + ":" + strconv.Itoa(sandbox.GID),
-		Env:          env,
-		Entrypoint:   command[:1],
-		Cmd:          command[1:],
-		WorkingDir:   domain.GroupPath,
+		Hostname:     oci.Hostname,
+		User:         fmt.Sprintf("%d:%d", proc.User.UID, proc.User.GID),
+		Env:          proc.Env,
+		Entrypoint:   proc.Args[:1],
+		Cmd:          proc.Args[1:],
+		WorkingDir:   proc.Cwd,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		OpenStdin:    true,
 		StdinOnce:    true, // closing our side of stdin gives the agent EOF
-		Tty:          spec.Stdio != nil && spec.Stdio.TTY,
+		Tty:          proc.Terminal,
 		Labels:       b.labels(spec),
 		// Not NetworkDisabled: the engine then skips the network namespace
 		// altogether and the container would share the host's. NetworkMode
@@ -79,67 +69,16 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 	if cfg.Cmd == nil {
 		cfg.Cmd = []string{}
 	}
-
-	var unbindable []error
-	bind := func(src, dst string, ro bool) mount.Mount {
-		engineSrc, err := b.hostPath(src)
-		if err != nil {
-			unbindable = append(unbindable, err)
-		}
-		return mount.Mount{
-			Type:        mount.TypeBind,
-			Source:      engineSrc,
-			Target:      dst,
-			ReadOnly:    ro,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate},
-		}
-	}
-	mounts := []mount.Mount{bind(spec.GroupDir, domain.GroupPath, false)}
-	if spec.GlobalDir != "" {
-		mounts = append(mounts, bind(spec.GlobalDir, domain.GlobalPath, !spec.GlobalWritable))
-	}
-	tmpfs := map[string]string{
-		"/tmp": "rw,nosuid,nodev,mode=1777,size=" + strconv.FormatInt(lim.TmpBytes, 10),
-	}
-	if spec.SessionDir != "" {
-		mounts = append(mounts, bind(spec.SessionDir, domain.HomePath, false))
-	} else {
-		// Like bwrap: a private, throw-away home when the host keeps no session.
-		tmpfs[domain.HomePath] = "rw,nosuid,nodev,mode=0700,uid=" + strconv.Itoa(sandbox.UID) +
-			",gid=" + strconv.Itoa(sandbox.GID) + ",size=" + strconv.FormatInt(lim.TmpBytes, 10)
-	}
-	if spec.SocketPath != "" {
-		mounts = append(mounts, bind(spec.SocketPath, domain.SocketPath, false))
-	}
-	if spec.CABundle != "" {
-		mounts = append(mounts, bind(spec.CABundle, domain.CABundlePath, true))
-	}
-	for _, m := range spec.Extra {
-		dest := domain.ExtraPath + "/" + m.Name
-		mounts = append(mounts, bind(m.HostPath, dest, m.ReadOnly))
-		for _, w := range m.Writable {
-			mounts = append(mounts, bind(w, sandbox.TargetFor(dest, m.HostPath, w), false))
-		}
-		// The engine mounts parents before children, so these land on top.
-		for _, mask := range m.Masks {
-			dir, ok := sandbox.MaskDir(mask)
-			switch {
-			case !ok:
-			case dir:
-				mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: sandbox.TargetFor(dest, m.HostPath, mask), ReadOnly: true,
-					TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
-			default:
-				mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: sandbox.TargetFor(dest, m.HostPath, mask), ReadOnly: true,
-					BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate}})
-			}
-		}
-	}
-
-	if err := errors.Join(unbindable...); err != nil {
+	mounts, tmpfs, shm, err := engineMounts(oci.Mounts)
+	if err != nil {
 		return nil, nil, err
 	}
-
-	pids := int64(lim.Pids)
+	res := oci.Linux.Resources
+	ulimits := make([]*container.Ulimit, 0, len(proc.Rlimits))
+	for _, r := range proc.Rlimits {
+		name := strings.ToLower(strings.TrimPrefix(r.Type, "RLIMIT_"))
+		ulimits = append(ulimits, &container.Ulimit{Name: name, Soft: int64(r.Soft), Hard: int64(r.Hard)})
+	}
 	init := true
 	host := &container.HostConfig{
 		Mounts:         mounts,
@@ -159,20 +98,53 @@ func (b *Backend) createConfig(spec sandbox.Spec, command []string) (*container.
 		// The engine's /dev is a root-owned tmpfs the sandbox user cannot
 		// write; /dev/shm (private IPC) is a tmpfs of ShmSize. The container's
 		// memory cgroup counts tmpfs and shared memory, as bwrap's does.
-		ShmSize: lim.ShmBytes,
+		ShmSize: shm,
 		Resources: container.Resources{
-			Memory:     lim.MemoryBytes,
-			MemorySwap: lim.MemoryBytes, // equal: no swap on top
-			NanoCPUs:   int64(lim.CPUs*1e9 + 0.5),
-			PidsLimit:  &pids,
-			Ulimits: []*container.Ulimit{
-				{Name: "fsize", Soft: sandbox.FileSizeLimit, Hard: sandbox.FileSizeLimit},
-				{Name: "nofile", Soft: sandbox.OpenFilesLimit, Hard: sandbox.OpenFilesLimit},
-				{Name: "core", Soft: 0, Hard: 0},
-			},
+			Memory:     *res.Memory.Limit,
+			MemorySwap: *res.Memory.Swap,
+			NanoCPUs:   *res.CPU.Quota * 1e9 / int64(*res.CPU.Period),
+			PidsLimit:  &res.Pids.Limit,
+			Ulimits:    ulimits,
 		},
 	}
 	return cfg, host, nil
+}
+
+// engineMounts are the description's mounts as the engine takes them:
+// binds and read-only tmpfs (masks) as Mounts, which the engine mounts
+// parents before children, so masks land on top; writable tmpfs as Tmpfs;
+// /dev/shm as the size of the private IPC namespace's own.
+func engineMounts(ms []specs.Mount) (mounts []mount.Mount, tmpfs map[string]string, shm int64, err error) {
+	tmpfs = map[string]string{}
+	size := func(m specs.Mount) int64 {
+		v, _ := sandbox.MountOption(m, "size")
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil {
+			err = fmt.Errorf("tmpfs %s: size %q: %w", m.Destination, v, perr)
+		}
+		return n
+	}
+	for _, m := range ms {
+		_, ro := sandbox.MountOption(m, "ro")
+		switch {
+		case m.Type == "bind":
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Destination, ReadOnly: ro,
+				BindOptions: &mount.BindOptions{Propagation: mount.PropagationPrivate}})
+		case m.Destination == "/dev/shm":
+			shm = size(m)
+		case ro:
+			v, _ := sandbox.MountOption(m, "mode")
+			mode, perr := strconv.ParseUint(v, 8, 32)
+			if perr != nil {
+				err = fmt.Errorf("tmpfs %s: mode %q: %w", m.Destination, v, perr)
+			}
+			mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: m.Destination, ReadOnly: true,
+				TmpfsOptions: &mount.TmpfsOptions{SizeBytes: size(m), Mode: os.FileMode(mode)}})
+		default:
+			tmpfs[m.Destination] = strings.Join(m.Options, ",")
+		}
+	}
+	return mounts, tmpfs, shm, err
 }
 
 func (b *Backend) labels(spec sandbox.Spec) map[string]string {
@@ -201,16 +173,4 @@ func (b *Backend) hostPath(p string) (string, error) {
 		return "", fmt.Errorf("cannot bind %s: it is outside %s (CLAWPEN_ROOT), the only directory this host in a container shares with the Docker engine (as %s)", p, b.cfg.Root, b.cfg.HostRoot)
 	}
 	return filepath.Join(b.cfg.HostRoot, rel), nil
-}
-
-// fixedEnv are variables the sandbox always gets with fixed values.
-func fixedEnv(k string) bool { return k == "HOME" || k == "USER" || k == "PATH" }
-
-func sortedKeys(env map[string]string) []string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

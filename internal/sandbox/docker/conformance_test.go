@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		UID:        sandbox.UID,
 		GID:        sandbox.GID,
 		Env:        []string{"HOSTNAME=clawpen"}, // the engine always sets it
-		StderrTail: stderrTail,
+		StderrTail: sandbox.StderrTail,
 		View: []sandboxtest.ViewCase{
 			{Name: "only loopback in sysfs", Script: "ls /sys/class/net", Out: "lo\n"},
 			{Name: "init is pid 1", Script: "cat /proc/1/comm", Out: "docker-init\n"},

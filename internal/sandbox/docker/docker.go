@@ -14,16 +14,12 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"regexp"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,15 +34,9 @@ import (
 // DefaultImage is the agent image the host runs unless configured otherwise.
 const DefaultImage = "clawpen-agent:latest"
 
-const (
-	stderrTail = 8 << 10
-	// engineTimeout bounds the calls made with a fresh context after ctx is
-	// gone (kill, inspect, remove): a cancelled ctx does not stop a container.
-	engineTimeout = 30 * time.Second
-	// drainWait bounds how long Run waits for the attach stream to end after
-	// the container has exited.
-	drainWait = 10 * time.Second
-)
+// engineTimeout bounds the calls made with a fresh context after ctx is
+// gone (kill, inspect, remove): a cancelled ctx does not stop a container.
+const engineTimeout = 30 * time.Second
 
 // Config configures the backend.
 type Config struct {
@@ -246,7 +236,6 @@ func (b *Backend) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 
 func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) (sandbox.Result, error) {
 	var res sandbox.Result
-	lim := spec.Limits.WithDefaults()
 	cfg, hostCfg, err := b.createConfig(spec, command)
 	if err != nil {
 		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, err)
@@ -288,166 +277,98 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if err != nil {
 		return res, fmt.Errorf("attach to sandbox container: %w", err)
 	}
-	defer att.Close()
 	waitCtx, stopWait := context.WithCancel(bg)
 	defer stopWait()
-	wait := b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-
-	k := &killer{kill: func() { b.kill(bg, id, log) }}
-	outW, errOut := spec.Stdout, io.Writer(nil)
-	if spec.Stdio != nil {
-		outW = spec.Stdio.Out
-	}
-	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
-		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
-		k.do()
-	}}
-	tail := &sandbox.Tail{Max: stderrTail}
-	errOut = tail
-	if spec.Stdio != nil {
-		errOut = io.MultiWriter(tail, spec.Stdio.Err)
-	}
-	streamDone := make(chan struct{})
-	go func() {
-		defer close(streamDone)
-		if cfg.Tty {
-			// A terminal's stream is raw: stdout and stderr are one.
-			_, _ = io.Copy(out, att.Reader)
-			return
-		}
-		// Without a TTY, stdout and stderr arrive multiplexed.
-		_, _ = stdcopy.StdCopy(out, errOut, att.Reader)
-	}()
-
-	start := time.Now()
-	if _, err := b.cli.ContainerStart(setup, id, client.ContainerStartOptions{}); err != nil {
-		return res, fmt.Errorf("start sandbox container: %w", err)
-	}
-	// The wall clock starts once the container runs (a kill sent before
-	// would find nothing to kill and be lost) and the job is given (a warm
-	// sandbox waits for it first); the clock cancels runCtx, which kills it.
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	clock := time.AfterFunc(lim.Timeout, func() { cancel(sandbox.ErrTimeLimit) })
-	clock.Stop()
-	defer clock.Stop()
-	var unused atomic.Bool
-	log.Debug("sandbox started")
-	// The container's process limit is watched from before its job is
-	// given, that is, before it does anything.
-	var pw *pidsWatch
-	watching := make(chan struct{})
-	go func() { defer close(watching); pw = b.watchPidsOf(bg, id, log) }()
-
-	if st := spec.Stdio; st != nil && st.TTY {
-		resize := func(rows, cols uint16) {
-			rctx, cancel := context.WithTimeout(bg, engineTimeout)
-			defer cancel()
-			if _, err := b.cli.ContainerResize(rctx, id, client.ContainerResizeOptions{Height: uint(rows), Width: uint(cols)}); err != nil {
-				log.Debug("size the sandbox's terminal", "err", err)
+	p := &proc{b: b, bg: bg, setup: setup, id: id, log: log, stdio: spec.Stdio,
+		wait: b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})}
+	// The job is JSON, whose encoding escapes control characters, so it can
+	// never contain the engine's detach sequence (ctrl-p ctrl-q). The
+	// owner's input may (see detachKeys).
+	st := sandbox.Streams{
+		In: att.Conn, Out: att.Reader,
+		CloseIn: func() {
+			// With StdinOnce the engine closes the agent's stdin on our half-close.
+			if err := att.CloseWrite(); err != nil {
+				log.Debug("close sandbox stdin", "err", err)
 			}
-		}
-		if st.Rows > 0 && st.Cols > 0 {
-			resize(st.Rows, st.Cols)
-		}
-		if st.Resize != nil {
-			resized := make(chan struct{})
-			defer close(resized)
-			go func() {
-				for {
-					select {
-					case sz := <-st.Resize:
-						resize(sz.Rows, sz.Cols)
-					case <-resized:
-						return
-					}
-				}
-			}()
-		}
+		},
+		Close: att.Close,
 	}
-	go func() {
-		// The job is JSON, whose encoding escapes control characters, so it can
-		// never contain the engine's detach sequence (ctrl-p ctrl-q). The
-		// owner's input may (see detachKeys).
-		<-watching
-		var in io.Reader
-		if spec.Stdio != nil {
-			in = spec.Stdio.In
-		} else {
-			job, err := spec.WaitJob(runCtx)
-			if err != nil {
-				unused.Store(true)
-				cancel(err)
-				return
-			}
-			in = bytes.NewReader(job)
-		}
-		clock.Reset(lim.Timeout)
-		if _, err := io.Copy(att.Conn, in); err != nil {
-			log.Debug("write sandbox stdin", "err", err)
-		}
-		// With StdinOnce the engine closes the agent's stdin on our half-close.
-		if err := att.CloseWrite(); err != nil {
-			log.Debug("close sandbox stdin", "err", err)
-		}
-	}()
+	if !cfg.Tty {
+		// Without a TTY, stdout and stderr arrive multiplexed; a terminal's
+		// stream is raw, stdout and stderr as one.
+		st.Demux = stdcopy.StdCopy
+	}
+	return sandbox.Supervise(ctx, spec, p, st, log)
+}
 
-	exited := make(chan struct{})
-	go func() {
-		select {
-		case <-runCtx.Done():
-			k.do()
-		case <-exited:
-		}
-	}()
+// proc is one container as sandbox.Supervise drives it.
+type proc struct {
+	b         *Backend
+	bg, setup context.Context
+	id        string
+	log       *slog.Logger
+	stdio     *sandbox.Stdio
+	wait      client.ContainerWaitResult
+	started   time.Time
+	pids      *pidsWatch
+	procs     bool // the process limit refused a fork
+}
 
-	var waitErr error
+func (p *proc) Start() error {
+	p.started = time.Now()
+	if _, err := p.b.cli.ContainerStart(p.setup, p.id, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start sandbox container: %w", err)
+	}
+	if st := p.stdio; st != nil && st.TTY && st.Rows > 0 && st.Cols > 0 {
+		p.Resize(sandbox.WinSize{Rows: st.Rows, Cols: st.Cols})
+	}
+	return nil
+}
+
+// Ready watches the container's process limit from before its job is
+// given, that is, before it does anything.
+func (p *proc) Ready() error {
+	p.pids = p.b.watchPidsOf(p.bg, p.id, p.log)
+	return nil
+}
+
+func (p *proc) Kill() { p.b.kill(p.bg, p.id, p.log) }
+
+// Wait returns once the container has exited: its init, and with it every
+// process of the container, is gone.
+func (p *proc) Wait(ended func()) (int, error) {
+	code, err := -1, error(nil)
 	select {
-	case r := <-wait.Result:
-		res.ExitCode = int(r.StatusCode)
+	case r := <-p.wait.Result:
+		code = int(r.StatusCode)
 		if r.Error != nil && r.Error.Message != "" {
-			waitErr = errors.New(r.Error.Message)
+			err = fmt.Errorf("wait for sandbox container: %s", r.Error.Message)
 		}
-	case err := <-wait.Error:
-		waitErr = err
+	case werr := <-p.wait.Error:
+		err = fmt.Errorf("wait for sandbox container: %w", werr)
 		// The engine connection is gone; make sure the container does not run on.
-		k.do()
+		p.Kill()
 	}
-	close(exited)
-	res.Duration = time.Since(start)
+	ended()
+	if p.pids != nil {
+		p.procs = p.pids.stop()
+	}
+	return code, err
+}
 
-	select {
-	case <-streamDone:
-	case <-time.After(drainWait):
-		log.Warn("sandbox output stream did not end after exit; closing it")
-		att.Close()
-		<-streamDone
+func (p *proc) Resize(sz sandbox.WinSize) {
+	ctx, cancel := context.WithTimeout(p.bg, engineTimeout)
+	defer cancel()
+	if _, err := p.b.cli.ContainerResize(ctx, p.id, client.ContainerResizeOptions{Height: uint(sz.Rows), Width: uint(sz.Cols)}); err != nil {
+		p.log.Debug("size the sandbox's terminal", "err", err)
 	}
+}
 
-	res.Stderr = tail.String()
-	res.OutputTruncated = out.Truncated()
-	<-watching
-	if unused.Load() {
-		if pw != nil {
-			pw.stop()
-		}
-		return res, fmt.Errorf("docker sandbox for %s: %w", spec.Group, context.Cause(runCtx))
-	}
-	res.TimedOut = runCtx.Err() != nil
+func (p *proc) Finish(res *sandbox.Result) error {
 	killedByOther := res.ExitCode == 128+int(syscall.SIGKILL) && !res.TimedOut && !res.OutputTruncated
-	if res.Limit = b.reached(bg, id, start, killedByOther, pw, log); res.Limit != "" {
-		log.Warn("sandbox reached a cgroup limit", "limit", res.Limit, "memory", lim.MemoryBytes, "pids", lim.Pids)
-	}
-	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut,
-		"truncated", res.OutputTruncated, "duration", res.Duration)
-
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
-	}
-	if waitErr != nil {
-		return res, fmt.Errorf("wait for sandbox container: %w", waitErr)
-	}
-	return res, nil
+	res.Limit = p.b.reached(p.bg, p.id, p.started, killedByOther, p.procs, p.log)
+	return nil
 }
 
 func (b *Backend) kill(ctx context.Context, id string, log *slog.Logger) {
@@ -468,15 +389,6 @@ func (b *Backend) remove(ctx context.Context, id string, log *slog.Logger) {
 		log.Error("remove sandbox container; it is removed at the next start", "err", err)
 	}
 }
-
-// killer kills the container at most once, from whichever of timeout, output
-// cap or a lost engine connection comes first.
-type killer struct {
-	once sync.Once
-	kill func()
-}
-
-func (k *killer) do() { k.once.Do(k.kill) }
 
 // detachKeys is the engine's detach sequence for our attach: one the owner
 // of `clawpen run` is unlikely to type (ctrl-p ctrl-q is common in shells).

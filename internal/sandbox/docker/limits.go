@@ -20,11 +20,10 @@ import (
 
 // reached is the cgroup limit the kernel enforced on the container, as the
 // host knows it once the container has exited: memory from the engine's
-// OOMKilled (or its oom event, see oomEvent), processes from the watch (nil:
-// not watched). Memory wins when both happened: a killed process is what
-// ends a run.
-func (b *Backend) reached(ctx context.Context, id string, started time.Time, killed bool, pids *pidsWatch, log *slog.Logger) sandbox.Limit {
-	procs := pids != nil && pids.stop()
+// OOMKilled (or its oom event, see oomEvent), processes from the watch
+// (procs: it saw a refused fork). Memory wins when both happened: a killed
+// process is what ends a run.
+func (b *Backend) reached(ctx context.Context, id string, started time.Time, killed, procs bool, log *slog.Logger) sandbox.Limit {
 	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	in, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})

@@ -6,12 +6,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/clawpen/clawpen/internal/domain"
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
@@ -78,32 +76,24 @@ func (g *Backend) writeBundle(spec sandbox.Spec, id string, command []string) (b
 }
 
 // ociSpec is the same view bwrap gives (sandbox.HostSystem,
-// sandbox.EtcFiles, sandbox.WorkspaceBinds), as an OCI runtime spec.
+// sandbox.EtcFiles, sandbox.WorkspaceBinds), as an OCI runtime spec: the
+// description every container backend shares (sandbox.OCISpec), with the
+// host's system dirs and every bind source pinned.
 func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*specs.Spec, error) {
-	lim := spec.Limits.WithDefaults()
 	if len(command) == 0 {
 		command = g.defaultCommand()
 	}
-	env := make([]string, 0, len(spec.Env)+3)
-	keys := make([]string, 0, len(spec.Env))
-	for k := range spec.Env {
-		if sandbox.ValidEnvName(k) && k != "HOME" && k != "USER" && k != "PATH" {
-			keys = append(keys, k)
+	s, err := sandbox.OCISpec(spec, command, func(b sandbox.Bind) (string, error) {
+		o := sandbox.PinOptions{IDMap: g.idmap, ReadOnly: b.ReadOnly}
+		if b.Source == spec.GlobalDir && b.ReadOnly {
+			o.IDMap = g.nobody
 		}
+		return bd.pins.AddWith(b.Source, o)
+	})
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+spec.Env[k])
-	}
-	env = append(env, "HOME="+domain.HomePath, "USER=agent", "PATH="+sandbox.PATH)
-
-	ro := func(src, dst string) specs.Mount {
-		return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "ro", "nosuid", "nodev"}}
-	}
-	tmpfs := func(dst string, size int64, mode string) specs.Mount {
-		return specs.Mount{Destination: dst, Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"nosuid", "nodev", "mode=" + mode, "size=" + strconv.FormatInt(size, 10)}}
-	}
+	ro := func(src, dst string) specs.Mount { return sandbox.BindMount(src, dst, true) }
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc"},
 		ro("/usr", "/usr"),
@@ -117,7 +107,6 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 	for _, l := range host.RootLinks {
 		mounts = append(mounts, ro(path.Join("/", l[0]), l[1]))
 	}
-	mounts = append(mounts, tmpfs("/dev/shm", lim.ShmBytes, "1777"))
 	for i, f := range sandbox.EtcFiles {
 		p := filepath.Join(bd.dir, "etc"+strconv.Itoa(i))
 		if err := os.WriteFile(p, []byte(f.Content), 0o644); err != nil {
@@ -135,89 +124,21 @@ func (g *Backend) ociSpec(spec sandbox.Spec, bd *bundle, command []string) (*spe
 		}
 		mounts = append(mounts, ro(src, "/etc/localtime"))
 	}
-	mounts = append(mounts, tmpfs("/tmp", lim.TmpBytes, "1777"))
-
-	binds := sandbox.WorkspaceBinds(spec)
-	home := false
-	for _, b := range binds {
-		if b.Mask {
-			dir, ok := sandbox.MaskDir(b.Source)
-			switch {
-			case !ok:
-			case dir:
-				mounts = append(mounts, specs.Mount{Destination: b.Dest, Type: "tmpfs", Source: "tmpfs",
-					Options: []string{"ro", "nosuid", "nodev", "mode=0555", "size=4096"}})
-			default:
-				mounts = append(mounts, ro("/dev/null", b.Dest))
-			}
-			continue
-		}
-		o := sandbox.PinOptions{IDMap: g.idmap, ReadOnly: b.ReadOnly}
-		if b.Source == spec.GlobalDir && b.ReadOnly {
-			o.IDMap = g.nobody
-		}
-		staged, err := bd.pins.AddWith(b.Source, o)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", b.What, err)
-		}
-		opts := []string{"rbind", "rw", "nosuid", "nodev"}
-		if b.ReadOnly {
-			opts[1] = "ro"
-		}
-		mounts = append(mounts, specs.Mount{Destination: b.Dest, Type: "bind", Source: staged, Options: opts})
-		home = home || b.Dest == domain.HomePath
-	}
-	if !home {
-		m := tmpfs(domain.HomePath, lim.TmpBytes, "0700")
-		m.Options = append(m.Options, "uid="+strconv.Itoa(sandbox.UID), "gid="+strconv.Itoa(sandbox.GID))
-		mounts = append(mounts, m)
-	}
+	s.Mounts = append(mounts, s.Mounts...)
 	if g.cfg.AgentBin != "" {
-		mounts = append(mounts, ro(g.cfg.AgentBin, AgentPath))
+		s.Mounts = append(s.Mounts, ro(g.cfg.AgentBin, AgentPath))
 	}
 
-	filter, err := sandbox.OCISeccomp()
-	if err != nil {
+	if s.Linux.Seccomp, err = sandbox.OCISeccomp(); err != nil {
 		return nil, err
 	}
-	pids := int64(lim.Pids)
-	period := uint64(100000)
-	quota := int64(lim.CPUs*float64(period) + 0.5)
-	noCaps := &specs.LinuxCapabilities{Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{}}
-	return &specs.Spec{
-		Version:  specs.Version,
-		Hostname: sandbox.Hostname,
-		Root:     &specs.Root{Path: "rootfs", Readonly: true},
-		Process: &specs.Process{
-			User: specs.User{UID: sandbox.UID, GID: sandbox.GID},
-			Args: command,
-			// A terminal: runsc's stdio is a pty's slave (stdio.go).
-			Terminal:        spec.Stdio != nil && spec.Stdio.TTY,
-			Env:             env,
-			Cwd:             domain.GroupPath,
-			NoNewPrivileges: true,
-			Capabilities:    noCaps,
-			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_FSIZE", Hard: sandbox.FileSizeLimit, Soft: sandbox.FileSizeLimit},
-				{Type: "RLIMIT_NOFILE", Hard: sandbox.OpenFilesLimit, Soft: sandbox.OpenFilesLimit},
-				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
-			},
-		},
-		Mounts: mounts,
-		Linux: &specs.Linux{
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
-			},
-			CgroupsPath: g.cgroupPath(bd.dir),
-			Seccomp:     filter,
-			Resources: &specs.LinuxResources{
-				Memory: &specs.LinuxMemory{Limit: &lim.MemoryBytes, Swap: &lim.MemoryBytes},
-				Pids:   &specs.LinuxPids{Limit: pids},
-				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
-			},
-		},
-	}, nil
+	s.Root = &specs.Root{Path: "rootfs", Readonly: true}
+	s.Linux.Namespaces = []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
+	}
+	s.Linux.CgroupsPath = g.cgroupPath(bd.dir)
+	return s, nil
 }
 
 // cgroupPath is the container's cgroup, the same name under every v1

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,19 +25,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/clawpen/clawpen/internal/sandbox"
 )
 
-const (
-	stderrTail = 8 << 10
-	pipeWait   = 10 * time.Second
-	// runscTimeout bounds one runsc housekeeping call (delete, list).
-	runscTimeout = 20 * time.Second
-)
+// runscTimeout bounds one runsc housekeeping call (delete, list).
+const runscTimeout = 20 * time.Second
 
 // Config configures the backend.
 type Config struct {
@@ -188,9 +182,6 @@ func (g *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-// errEnded is why a sandbox's wait for its job ends when the sandbox does.
-var errEnded = errors.New("the sandbox ended before its job")
-
 var validID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$`)
 
 // global are runsc's flags for every command.
@@ -294,7 +285,6 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 	if !validID.MatchString(id) {
 		return res, fmt.Errorf("gvisor: invalid invocation id %q", spec.InvocationID)
 	}
-	lim := spec.Limits.WithDefaults()
 	bd, err := g.writeBundle(spec, id, command)
 	if err != nil {
 		return res, fmt.Errorf("gvisor sandbox for %s: %w", spec.Group, err)
@@ -309,115 +299,57 @@ func (g *Backend) run(ctx context.Context, spec sandbox.Spec, command []string) 
 		bd.remove()
 	}()
 
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	clock := time.AfterFunc(lim.Timeout, func() { cancel(sandbox.ErrTimeLimit) })
-	clock.Stop()
-	defer clock.Stop()
-
 	cmd := exec.Command(g.runsc, append(g.global(), "run", "--bundle", bd.dir, id)...)
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = pipeWait
-	sio, err := connect(cmd, spec.Stdio)
+	st, started, resize, err := sandbox.CmdStreams(cmd, spec.Stdio)
 	if err != nil {
 		return res, err
 	}
-	defer sio.close()
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("start runsc: %w", err)
-	}
-	sio.started()
-	resized := make(chan struct{})
-	defer close(resized)
-	sio.resizing(spec.Stdio, resized)
 	log := g.log.With("invocation", spec.InvocationID, "group", spec.Group, "container", id)
-	log.Debug("sandbox started")
-	var killOnce sync.Once
-	kill := func() {
-		killOnce.Do(func() {
-			g.killCgroup(id)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		})
-	}
-	stopKill := context.AfterFunc(runCtx, kill)
-	defer stopKill()
+	return sandbox.Supervise(ctx, spec, &proc{g: g, id: id, cmd: cmd, started: started, resize: resize}, st, log)
+}
 
-	limitKilled := make(chan struct{})
-	outW, errW := spec.Stdout, io.Writer(nil)
-	if spec.Stdio != nil {
-		outW, errW = spec.Stdio.Out, spec.Stdio.Err
+// proc is one runsc sandbox as sandbox.Supervise drives it.
+type proc struct {
+	g       *Backend
+	id      string
+	cmd     *exec.Cmd
+	started func()
+	resize  func(sandbox.WinSize)
+}
+
+func (p *proc) Start() error {
+	err := p.cmd.Start()
+	p.started()
+	if err != nil {
+		return fmt.Errorf("start runsc: %w", err)
 	}
-	out := &sandbox.CapWriter{W: outW, Limit: lim.OutputBytes, OnLimit: func() {
-		defer close(limitKilled)
-		log.Warn("sandbox output limit reached; killing", "limit", lim.OutputBytes)
-		kill()
-	}}
-	tail := &sandbox.Tail{Max: stderrTail}
-	var errOut io.Writer = tail
-	if errW != nil {
-		errOut = io.MultiWriter(tail, errW)
-	}
-	var unused bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _, _ = io.Copy(out, sio.stdout) }()
-	if sio.stderr != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = io.Copy(errOut, sio.stderr) }()
-	}
-	jobDone := make(chan struct{})
-	go func() {
-		defer close(jobDone)
-		if spec.Stdio != nil {
-			clock.Reset(lim.Timeout)
-			// Not waited for: the owner's input may never end; the copy
-			// stops at its first write after the sandbox is gone.
-			go func() { _, _ = io.Copy(sio.stdin, spec.Stdio.In); sio.closeStdin() }()
-			return
-		}
-		defer sio.closeStdin()
-		job, err := spec.WaitJob(runCtx)
-		if err != nil {
-			unused = true
-			cancel(err)
-			return
-		}
-		clock.Reset(lim.Timeout)
-		_, _ = sio.stdin.Write(job)
-	}()
-	waitErr := cmd.Wait()
-	wg.Wait()
-	if out.Truncated() {
-		<-limitKilled
-	}
-	res.TimedOut = runCtx.Err() != nil
-	// A sandbox that ended before its job was given ends the wait.
-	cancel(errEnded)
-	<-jobDone
-	res.Duration = time.Since(start)
-	res.Stderr = tail.String()
-	res.OutputTruncated = out.Truncated()
-	res.ExitCode = exitCode(cmd.ProcessState)
-	res.Limit = g.reached(id)
-	if unused {
-		res.TimedOut = false
-		return res, fmt.Errorf("gvisor sandbox for %s: %w", spec.Group, context.Cause(runCtx))
-	}
-	log.Debug("sandbox finished", "exit", res.ExitCode, "timed_out", res.TimedOut, "truncated", res.OutputTruncated, "duration", res.Duration)
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("sandbox run cancelled: %w", ctx.Err())
-	}
-	if waitErr != nil && cmd.ProcessState == nil {
-		return res, fmt.Errorf("wait for runsc: %w", waitErr)
-	}
+	return nil
+}
+
+func (p *proc) Ready() error { return nil }
+
+func (p *proc) Kill() {
+	p.g.killCgroup(p.id)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// Wait returns once runsc has exited; what may be left of the sandbox in
+// its cgroup is killed, and waited for, before Run returns (see run).
+func (p *proc) Wait(ended func()) (int, error) { return sandbox.WaitCmd(p.cmd, ended) }
+
+// Resize resizes the host-made terminal runsc's process has as its stdio.
+func (p *proc) Resize(sz sandbox.WinSize) { p.resize(sz) }
+
+func (p *proc) Finish(res *sandbox.Result) error {
+	res.Limit = p.g.reached(p.id)
 	// runsc's own failure (a bundle it refuses) is exit 128 with its
 	// message on stderr, before the command ran.
 	if !res.TimedOut && !res.OutputTruncated && res.ExitCode == 128 && strings.Contains(res.Stderr, "running container") {
-		return res, fmt.Errorf("runsc could not build the sandbox: %s", lastLines(res.Stderr))
+		return fmt.Errorf("runsc could not build the sandbox: %s", lastLines(res.Stderr))
 	}
-	return res, nil
+	return nil
 }
 
 // reached reads the container's v1 cgroup counters: the OOM killer's
@@ -438,16 +370,6 @@ func (g *Backend) reached(id string) sandbox.Limit {
 	return ""
 }
 
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
 func lastLines(s string) string {
 	s = strings.TrimSpace(s)
 	if len(s) > 400 {
@@ -459,20 +381,5 @@ func lastLines(s string) string {
 // Fingerprint names the agent binary and runsc as they are on disk now: a
 // rebuilt binary makes sandboxes started before it stale.
 func (g *Backend) Fingerprint(context.Context) (string, error) {
-	var sb strings.Builder
-	for _, p := range []string{g.cfg.AgentBin, g.runsc} {
-		if p == "" {
-			continue
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			return "", fmt.Errorf("fingerprint %s: %w", p, err)
-		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		if st == nil {
-			return "", fmt.Errorf("fingerprint %s: no stat", p)
-		}
-		fmt.Fprintf(&sb, "%s:%d:%d:%d:%d.%d;", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-	}
-	return sb.String(), nil
+	return sandbox.FileFingerprint(g.cfg.AgentBin, g.runsc)
 }
