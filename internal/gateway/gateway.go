@@ -16,6 +16,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -107,26 +108,14 @@ type Gateway struct {
 
 // Listen serves the gateway on addr (host:port) until Close.
 func Listen(addr string, cfg Config) (*Gateway, error) {
+	// Zero means the default; the fields are set by the host's own code.
 	lim, d := cfg.Limits, hostsock.DefaultLimits
-	if lim.MaxHeaderBytes <= 0 {
-		lim.MaxHeaderBytes = d.MaxHeaderBytes
-	}
-	if lim.HeaderTimeout <= 0 {
-		lim.HeaderTimeout = d.HeaderTimeout
-	}
-	if lim.IdleTimeout <= 0 {
-		lim.IdleTimeout = d.IdleTimeout
-	}
-	if cfg.MaxUnbound <= 0 {
-		cfg.MaxUnbound = DefaultMaxUnbound
-	}
-	if cfg.Validity <= 0 {
-		cfg.Validity = DefaultValidity
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	lim.MaxHeaderBytes = cmp.Or(lim.MaxHeaderBytes, d.MaxHeaderBytes)
+	lim.HeaderTimeout = cmp.Or(lim.HeaderTimeout, d.HeaderTimeout)
+	lim.IdleTimeout = cmp.Or(lim.IdleTimeout, d.IdleTimeout)
+	cfg.MaxUnbound = cmp.Or(cfg.MaxUnbound, DefaultMaxUnbound)
+	cfg.Validity = cmp.Or(cfg.Validity, DefaultValidity)
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	caPEM, cert, err := hostsock.NewServerIdentity(cfg.Hosts, time.Now(), cfg.Validity)
 	if err != nil {
 		return nil, fmt.Errorf("gateway certificate: %w", err)
