@@ -129,14 +129,6 @@ func TestOwnKernel(t *testing.T) {
 	assert.NotContains(t, out, host)
 }
 
-func TestSymlinkStaysInside(t *testing.T) {
-	e := setup(t)
-	group := e.groupDir(t)
-	require.NoError(t, os.Symlink("/etc/hostname", filepath.Join(group, "link")))
-	_, out := e.run(t, sandbox.Spec{GroupDir: group}, `cat /workspace/group/link 2>/dev/null || echo unreadable`)
-	assert.Equal(t, "unreadable\n", out, "the link resolves inside the sandbox, whose /etc has no hostname")
-}
-
 func TestStateDirPrivate(t *testing.T) {
 	e := setup(t)
 	for _, d := range []string{e.g.cfg.StateDir, e.g.state, e.g.bundles} {

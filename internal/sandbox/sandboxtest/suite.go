@@ -33,6 +33,7 @@ var tests = []test{
 	{name: "EnvironmentIsAllowlistOnly", f: testEnvironmentIsAllowlistOnly},
 	{name: "InheritedDescriptorsDoNotLeak", f: testInheritedDescriptorsDoNotLeak},
 	{name: "PlantedSecretsUnreachable", f: testPlantedSecretsUnreachable},
+	{name: "SymlinkResolvesInside", f: testSymlinkResolvesInside},
 	{name: "HostSocketIsBound", subs: []string{"IPC"}, f: testHostSocketIsBound},
 	{name: "NoNetwork", f: testNoNetwork},
 	{name: "StdinReachesCommand", f: testStdinReachesCommand},
@@ -274,6 +275,15 @@ grep -rl 'FAKE PRIVATE KEY' /workspace /home /tmp /etc /run 2>/dev/null
 for d in /work /data `+l.Base+` `+l.Home+`; do test -e $d && echo $d; done; echo END`)
 	require.NoError(t, o.Err)
 	assert.Equal(t, "END\n", o.Stdout, "no secret found, no host path seen (stderr: %s)", o.Res.Stderr)
+}
+
+// A symlink in the group's folder to the host's planted key resolves in
+// the sandbox's view, where that path does not exist.
+func testSymlinkResolvesInside(t *testing.T, s *suite, l *Layout) {
+	require.NoError(t, os.Symlink(filepath.Join(l.Home, ".ssh", "id_rsa"), filepath.Join(l.Group, "link")))
+	o := s.sh(t, l.Spec(), "test -L /workspace/group/link && echo LINK; cat /workspace/group/link 2>/dev/null || echo UNREADABLE")
+	require.NoError(t, o.Err)
+	assert.Equal(t, "LINK\nUNREADABLE\n", o.Stdout)
 }
 
 func testHostSocketIsBound(t *testing.T, s *suite, l *Layout) {
