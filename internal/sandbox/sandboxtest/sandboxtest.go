@@ -43,7 +43,8 @@ type Params struct {
 	// runs every test on the one backend it returns.
 	New func(t *testing.T) Backend
 	// UID and GID are the host ids the sandbox's writes in the group's
-	// folder and session dir belong to.
+	// folder and session dir belong to; on a root host the layout's
+	// folders are theirs, as the runner arranges.
 	UID, GID int
 	// Env is what the backend itself adds to the allowlisted environment
 	// ("PWD=/workspace/group").
@@ -69,8 +70,14 @@ type Params struct {
 	// command line; a backend whose sandboxed processes are not host
 	// processes (gVisor's) checks here that they are gone.
 	AfterRun func(t *testing.T, spec sandbox.Spec)
-	// Skip names tests ("ProcessLimit/Reported") the backend cannot pass,
-	// each with the reason, which the test reports as its skip message.
+	// ReadOnlyError, when set, is the error a write into a read-only tree
+	// the agent does not own (/usr, global) gives instead of
+	// "Read-only file system": a kernel that checks the file's permissions
+	// before the mount's flag.
+	ReadOnlyError string
+	// Skip names tests ("ProcessLimit/Reported", "View/hostname") the
+	// backend cannot pass, each with the reason, which the test reports as
+	// its skip message.
 	Skip map[string]string
 }
 
@@ -82,6 +89,9 @@ type ViewCase struct {
 	Exit   int    // the exit code; -1: any but 0
 	Out    string // the exact stdout, when set
 	Stderr string // in stderr, when set
+	// notOwned: a write into a read-only tree the agent does not own,
+	// whose error may be Params.ReadOnlyError.
+	notOwned bool
 }
 
 // Layout is a throw-away project tree under /tmp, reachable by the sandbox
@@ -245,6 +255,9 @@ func Run(t *testing.T, p Params) {
 			known = append(known, tc.name+"/"+sub)
 		}
 	}
+	for _, v := range sharedView {
+		known = append(known, "View/"+v.Name)
+	}
 	for name := range p.Skip {
 		require.Contains(t, known, name, "Params.Skip names no test of the suite")
 	}
@@ -252,7 +265,11 @@ func Run(t *testing.T, p Params) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s.skip(t, tc.name)
-			tc.f(t, s, NewLayout(t, p.Name))
+			l := NewLayout(t, p.Name)
+			if l.UID >= 0 && (l.UID != p.UID || l.GID != p.GID) {
+				l.SetOwner(t, p.UID, p.GID)
+			}
+			tc.f(t, s, l)
 		})
 	}
 }

@@ -33,6 +33,7 @@ var tests = []test{
 	{name: "EnvironmentIsAllowlistOnly", f: testEnvironmentIsAllowlistOnly},
 	{name: "InheritedDescriptorsDoNotLeak", f: testInheritedDescriptorsDoNotLeak},
 	{name: "PlantedSecretsUnreachable", f: testPlantedSecretsUnreachable},
+	{name: "SymlinkResolvesInside", f: testSymlinkResolvesInside},
 	{name: "HostSocketIsBound", subs: []string{"IPC"}, f: testHostSocketIsBound},
 	{name: "NoNetwork", f: testNoNetwork},
 	{name: "StdinReachesCommand", f: testStdinReachesCommand},
@@ -51,7 +52,7 @@ var tests = []test{
 	{name: "PinnedWritesLandOnHostAsOwner", f: testPinnedWritesLandOnHostAsOwner},
 	{name: "PinnedSourcesBehindClosedDirectory", f: testPinnedSourcesBehindClosedDirectory},
 	{name: "PinnedGlobalNobodysToNonMain", f: testPinnedGlobalNobodysToNonMain},
-	{name: "PinnedBindsNosuidNodev", subs: []string{"Dev"}, f: testPinnedBindsNosuidNodev},
+	{name: "PinnedBindsNosuidNodev", subs: []string{"Flags", "Dev"}, f: testPinnedBindsNosuidNodev},
 	{name: "SymlinkAboveSourceRefused", f: testSymlinkAboveSourceRefused},
 	{name: "SymlinkSwapAfterOpen", f: testSymlinkSwapAfterOpen},
 	{name: "PinnedSymlinkSwapAfterOpen", f: func(t *testing.T, s *suite, l *Layout) {
@@ -67,6 +68,14 @@ func testCheck(t *testing.T, s *suite, _ *Layout) {
 	assert.Equal(t, s.p.Name, s.b.Name())
 }
 
+// The probes use shell builtins, globs, test and find rather than
+// coreutils stat and ls: runsc 2022-12-19 refuses the statx flag
+// (AT_NO_AUTOMOUNT) they pass, and an ls that fails would pass a test
+// that wants nothing listed.
+
+// listFDs lists the shell's open descriptors, one a line.
+const listFDs = "for f in /proc/self/fd/*; do echo ${f##*/}; done"
+
 // sharedView is what every backend's sandbox looks like from inside.
 var sharedView = []ViewCase{
 	{Name: "ids", Script: "id -u; id -g; id -un", Out: "1000\n1000\nagent\n"},
@@ -74,22 +83,25 @@ var sharedView = []ViewCase{
 	{Name: "cwd", Script: "pwd", Out: "/workspace/group\n"},
 	{Name: "group readable", Script: "cat /workspace/group/ORIGINAL", Out: "mine"},
 	{Name: "global readable", Script: "cat /workspace/global/MEMORY.md", Out: "global"},
-	{Name: "global read-only", Script: "touch /workspace/global/x", Exit: 1, Stderr: "Read-only file system"},
-	{Name: "usr read-only", Script: "touch /usr/x", Exit: 1, Stderr: "Read-only file system"},
+	{Name: "global read-only", Script: "touch /workspace/global/x", Exit: 1, Stderr: readOnly, notOwned: true},
+	{Name: "usr read-only", Script: "touch /usr/x", Exit: 1, Stderr: readOnly, notOwned: true},
 	{Name: "root read-only", Script: "mkdir /newdir", Exit: 1, Stderr: "Read-only file system"},
 	// The exit code of a failed redirection is the shell's (dash 2, ash 1);
 	// the error is the file's (an image's /etc/passwd is root's: EACCES).
 	{Name: "etc read-only", Script: "echo x >> /etc/passwd", Exit: -1},
-	{Name: "tmp writable", Script: "echo a > /tmp/a && cat /tmp/a && stat -c %a /tmp", Out: "a\n1777\n"},
+	{Name: "tmp writable", Script: "echo a > /tmp/a && cat /tmp/a && find /tmp -maxdepth 0 -perm 1777", Out: "a\n/tmp\n"},
 	{Name: "tmp size capped", Script: "head -c 2097152 /dev/zero > /tmp/big", Exit: 1},
 	{Name: "tmp nosuid nodev", Script: "grep ' /tmp ' /proc/mounts | grep -c 'nosuid,nodev'", Out: "1\n"},
-	{Name: "no capabilities", Script: "grep -E '^(CapInh|CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '",
-		Out: "CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nCapAmb: 0000000000000000\nNoNewPrivs: 1\n"},
+	{Name: "no capabilities", Script: "grep -E '^(CapInh|CapEff|CapPrm|CapBnd):' /proc/self/status | tr -s '\t ' ' '",
+		Out: "CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\n"},
+	{Name: "no ambient capabilities, no new privileges", Script: "grep -E '^(CapAmb|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '",
+		Out: "CapAmb: 0000000000000000\nNoNewPrivs: 1\n"},
 	{Name: "only loopback", Script: "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", Out: "lo\n"},
 	{Name: "no default route", Script: "tail -n +2 /proc/net/route | wc -l", Out: "0\n"},
 	{Name: "no nested user namespaces", Script: "unshare -U true", Exit: 1},
-	{Name: "no docker socket", Script: "ls /var/run/docker.sock /run/docker.sock", Exit: -1},
-	{Name: "no inherited descriptors", Script: "ls /proc/self/fd", Out: "0\n1\n2\n3\n"},
+	{Name: "no docker socket", Script: "test -e /var/run/docker.sock || test -e /run/docker.sock", Exit: 1},
+	// The shell's own descriptors; 3 is the directory its glob reads.
+	{Name: "no inherited descriptors", Script: listFDs, Out: "0\n1\n2\n3\n"},
 	// The namespace's init too: it could otherwise be made to do what the
 	// command may not.
 	{Name: "seccomp filter", Script: "grep -h ^Seccomp: /proc/self/status /proc/1/status | tr -s '\t ' ' '", Out: "Seccomp: 2\nSeccomp: 2\n"},
@@ -98,10 +110,16 @@ var sharedView = []ViewCase{
 	{Name: "stdin closed", Script: "cat; echo eof", Out: "eof\n"},
 }
 
+const readOnly = "Read-only file system"
+
 // testView checks each property of the sandbox contract from inside.
 func testView(t *testing.T, s *suite, l *Layout) {
 	for _, tc := range append(append([]ViewCase(nil), sharedView...), s.p.View...) {
 		t.Run(tc.Name, func(t *testing.T) {
+			s.skip(t, "View/"+tc.Name)
+			if tc.notOwned && s.p.ReadOnlyError != "" {
+				tc.Stderr = s.p.ReadOnlyError
+			}
 			o := s.sh(t, l.Spec(), tc.Script)
 			require.NoError(t, o.Err)
 			if tc.Exit == -1 {
@@ -149,10 +167,10 @@ func testGlobalWritableForMain(t *testing.T, s *suite, l *Layout) {
 func testNoSessionDirGetsPrivateHome(t *testing.T, s *suite, l *Layout) {
 	spec := l.Spec()
 	spec.SessionDir = ""
-	o := s.sh(t, spec, "echo x > /home/agent/f && stat -c '%u %a' /home/agent")
+	o := s.sh(t, spec, "echo x > /home/agent/f && find /home/agent -maxdepth 0 -user 1000 -perm 700")
 	require.NoError(t, o.Err)
 	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
-	assert.Equal(t, "1000 700\n", o.Stdout)
+	assert.Equal(t, "/home/agent\n", o.Stdout)
 }
 
 func testExtraMounts(t *testing.T, s *suite, l *Layout) {
@@ -190,7 +208,7 @@ func testExtraMountMasksAndWritePaths(t *testing.T, s *suite, l *Layout) {
 	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true,
 		Writable: []string{filepath.Join(proj, "out")},
 		Masks:    []string{filepath.Join(proj, ".env"), filepath.Join(proj, ".ssh")}}}
-	o := s.sh(t, spec, `cd /workspace/extra/app; cat main.go; echo; echo "env=[$(cat .env)]"; echo "ssh=[$(ls -A .ssh)]";
+	o := s.sh(t, spec, `cd /workspace/extra/app; cat main.go; echo; echo "env=[$(cat .env)]"; echo "ssh=[$(find .ssh -mindepth 1)]";
 		echo built > out/bin && echo OUT-WRITTEN; touch main2.go 2>/dev/null && echo RO-BROKEN || echo RO-HELD;
 		echo x > .env 2>/dev/null && echo MASK-WRITTEN || echo MASK-HELD`)
 	require.NoError(t, o.Err)
@@ -243,7 +261,7 @@ func testInheritedDescriptorsDoNotLeak(t *testing.T, s *suite, l *Layout) {
 	fd, err := syscall.Dup(int(secret.Fd()))
 	require.NoError(t, err)
 	defer syscall.Close(fd)
-	o := s.sh(t, l.Spec(), "ls /proc/self/fd; cat <&"+strconv.Itoa(fd))
+	o := s.sh(t, l.Spec(), listFDs+"; cat <&"+strconv.Itoa(fd))
 	require.NoError(t, o.Err)
 	assert.Equal(t, "0\n1\n2\n3\n", o.Stdout)
 	assert.NotEqual(t, 0, o.Res.ExitCode)
@@ -254,15 +272,24 @@ func testPlantedSecretsUnreachable(t *testing.T, s *suite, l *Layout) {
 	// not data.
 	o := s.sh(t, l.Spec(), `find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \( -name id_rsa -o -name OTHER_GROUP_SECRET -o -name 'clawpen-*-test-*' -o -name docker.sock \) -print 2>/dev/null
 grep -rl 'FAKE PRIVATE KEY' /workspace /home /tmp /etc /run 2>/dev/null
-for d in /work /data `+l.Base+` `+l.Home+`; do ls -d $d 2>/dev/null; done; echo END`)
+for d in /work /data `+l.Base+` `+l.Home+`; do test -e $d && echo $d; done; echo END`)
 	require.NoError(t, o.Err)
 	assert.Equal(t, "END\n", o.Stdout, "no secret found, no host path seen (stderr: %s)", o.Res.Stderr)
+}
+
+// A symlink in the group's folder to the host's planted key resolves in
+// the sandbox's view, where that path does not exist.
+func testSymlinkResolvesInside(t *testing.T, s *suite, l *Layout) {
+	require.NoError(t, os.Symlink(filepath.Join(l.Home, ".ssh", "id_rsa"), filepath.Join(l.Group, "link")))
+	o := s.sh(t, l.Spec(), "test -L /workspace/group/link && echo LINK; cat /workspace/group/link 2>/dev/null || echo UNREADABLE")
+	require.NoError(t, o.Err)
+	assert.Equal(t, "LINK\nUNREADABLE\n", o.Stdout)
 }
 
 func testHostSocketIsBound(t *testing.T, s *suite, l *Layout) {
 	uid, gid := -1, -1
 	if os.Getuid() == 0 {
-		uid, gid = sandbox.UID, sandbox.GID
+		uid, gid = s.p.UID, s.p.GID
 	}
 	// The real host socket: 0600, owned by the sandbox user.
 	srv, err := hostsock.Listen(l.Sock, uid, gid, domain.Caller{Group: "team", Run: "test"}, hostsock.Config{
@@ -357,26 +384,15 @@ func testSetupFailureIsError(t *testing.T, s *suite, l *Layout) {
 // rlimits: address space stays unlimited so that programs reserving it
 // still start.
 func testPerProcessLimits(t *testing.T, s *suite, l *Layout) {
-	o := s.cmd(t, l.Spec(), "/bin/cat", "/proc/self/limits")
+	// The shell's ulimit (gVisor has no /proc/self/limits); -f counts
+	// 512-byte blocks.
+	o := s.sh(t, l.Spec(), "for r in v n c f; do echo $r $(ulimit -S$r) $(ulimit -H$r); done")
 	require.NoError(t, o.Err)
 	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
-	want := map[string]string{ // soft and hard
-		"Max address space":  "unlimited unlimited",
-		"Max open files":     strconv.Itoa(sandbox.OpenFilesLimit) + " " + strconv.Itoa(sandbox.OpenFilesLimit),
-		"Max core file size": "0 0",
-		"Max file size":      strconv.Itoa(sandbox.FileSizeLimit) + " " + strconv.Itoa(sandbox.FileSizeLimit),
-	}
-	for _, line := range strings.Split(o.Stdout, "\n") {
-		for name, limits := range want {
-			if strings.HasPrefix(line, name+" ") {
-				f := strings.Fields(strings.TrimPrefix(line, name))
-				require.GreaterOrEqual(t, len(f), 2, line)
-				assert.Equal(t, limits, f[0]+" "+f[1], name)
-				delete(want, name)
-			}
-		}
-	}
-	assert.Empty(t, want, "limits missing from /proc/self/limits:\n%s", o.Stdout)
+	files := strconv.Itoa(sandbox.OpenFilesLimit)
+	blocks := strconv.Itoa(sandbox.FileSizeLimit / 512)
+	assert.Equal(t, "v unlimited unlimited\nn "+files+" "+files+"\nc 0 0\nf "+blocks+" "+blocks+"\n", o.Stdout,
+		"address space, open files, core size, file size: soft and hard")
 }
 
 func testTimeoutKillsTree(t *testing.T, s *suite, l *Layout) {
@@ -558,10 +574,10 @@ func (s *suite) pinned(t *testing.T, l *Layout) *suite {
 // to whoever else holds uid 1000 on the host.
 func testPinnedWritesLandOnHostAsOwner(t *testing.T, s *suite, l *Layout) {
 	s = s.pinned(t, l)
-	o := s.sh(t, l.Spec(), "id -u; stat -c '%u %g' /workspace/group /home/agent; echo hi > /workspace/group/new.txt && echo s > /home/agent/state && mkdir /workspace/group/d && echo WROTE")
+	o := s.sh(t, l.Spec(), "id -u; find /workspace/group /home/agent -maxdepth 0 -user 1000 -group 1000; echo hi > /workspace/group/new.txt && echo s > /home/agent/state && mkdir /workspace/group/d && echo WROTE")
 	require.NoError(t, o.Err)
 	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
-	assert.Equal(t, "1000\n1000 1000\n1000 1000\nWROTE\n", o.Stdout)
+	assert.Equal(t, "1000\n/workspace/group\n/home/agent\nWROTE\n", o.Stdout)
 	for _, p := range []string{filepath.Join(l.Group, "new.txt"), filepath.Join(l.Session, "state"), filepath.Join(l.Group, "d")} {
 		fi, err := os.Lstat(p)
 		require.NoError(t, err)
@@ -592,16 +608,16 @@ func testPinnedSourcesBehindClosedDirectory(t *testing.T, s *suite, l *Layout) {
 // it as nobody's, main as its own.
 func testPinnedGlobalNobodysToNonMain(t *testing.T, s *suite, l *Layout) {
 	s = s.pinned(t, l)
-	o := s.sh(t, l.Spec(), "stat -c '%u' /workspace/global /workspace/global/MEMORY.md /workspace/group")
+	o := s.sh(t, l.Spec(), "find /workspace/global /workspace/global/MEMORY.md -maxdepth 0 -user 65534; find /workspace/group -maxdepth 0 -user 1000")
 	require.NoError(t, o.Err)
 	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
-	assert.Equal(t, "65534\n65534\n1000\n", o.Stdout, "global is nobody's to a non-main group")
+	assert.Equal(t, "/workspace/global\n/workspace/global/MEMORY.md\n/workspace/group\n", o.Stdout, "global is nobody's to a non-main group")
 
 	spec := l.Spec()
 	spec.IsMain, spec.GlobalWritable = true, true
-	o = s.sh(t, spec, "stat -c '%u' /workspace/global/MEMORY.md; echo x >> /workspace/global/MEMORY.md && echo WROTE")
+	o = s.sh(t, spec, "find /workspace/global/MEMORY.md -user 1000; echo x >> /workspace/global/MEMORY.md && echo WROTE")
 	require.NoError(t, o.Err)
-	assert.Equal(t, "1000\nWROTE\n", o.Stdout, "main owns and writes global")
+	assert.Equal(t, "/workspace/global/MEMORY.md\nWROTE\n", o.Stdout, "main owns and writes global")
 }
 
 // The sandbox's own mount table: every bind of a host tree, read-only ones
@@ -624,20 +640,21 @@ touch /workspace/global/x 2>/dev/null && echo GLOBAL-WRITABLE; touch /workspace/
 	require.Equal(t, 0, o.Res.ExitCode, o.Res.Stderr)
 	lines := strings.Split(strings.TrimSpace(o.Stdout), "\n")
 	require.Len(t, lines, 7, o.Stdout)
-	nosuidNodev := func(t *testing.T, l string) {
-		opts := strings.Split(strings.Fields(l + " -")[1], ",")
-		assert.Subset(t, opts, []string{"nosuid", "nodev"}, l)
-	}
-	for i, l := range lines {
-		if i != 4 {
-			nosuidNodev(t, l)
-		}
-	}
-	assert.Contains(t, lines[1], "ro,", "global is read-only for a non-main group")
-	assert.Contains(t, lines[5], "ro,")
-	assert.Contains(t, lines[6], "rw,")
+	opts := func(l string) []string { return strings.Split(strings.Fields(l + " -")[1], ",") }
+	assert.Contains(t, opts(lines[1]), "ro", "global is read-only for a non-main group")
+	assert.Contains(t, opts(lines[5]), "ro")
+	assert.Contains(t, opts(lines[6]), "rw")
 	assert.NotContains(t, o.Stdout, "WRITABLE")
-	s.sub(t, "PinnedBindsNosuidNodev", "Dev", func(t *testing.T) { nosuidNodev(t, lines[4]) })
+	s.sub(t, "PinnedBindsNosuidNodev", "Flags", func(t *testing.T) {
+		for i, l := range lines {
+			if i != 4 {
+				assert.Subset(t, opts(l), []string{"nosuid", "nodev"}, l)
+			}
+		}
+	})
+	s.sub(t, "PinnedBindsNosuidNodev", "Dev", func(t *testing.T) {
+		assert.Subset(t, opts(lines[4]), []string{"nosuid", "nodev"}, lines[4])
+	})
 }
 
 // A bind source whose parent was swapped for a symlink since it was
@@ -648,7 +665,7 @@ func testSymlinkAboveSourceRefused(t *testing.T, s *suite, l *Layout) {
 	for _, dir := range []string{filepath.Join(l.Base, "swapped", "other"), filepath.Join(l.Base, "etc", "ssl")} {
 		spec := l.Spec()
 		spec.GroupDir = dir
-		o := s.sh(t, spec, "ls /workspace/group")
+		o := s.sh(t, spec, "echo /workspace/group/*")
 		require.Error(t, o.Err, dir)
 		assert.Contains(t, o.Err.Error(), "not followed", dir)
 		assert.Empty(t, o.Stdout, dir)
@@ -675,16 +692,16 @@ func testSymlinkSwapAfterOpen(t *testing.T, s *suite, l *Layout) {
 	defer s.p.AfterOpen(s.b, nil)
 	spec := l.Spec()
 	spec.Extra = []sandbox.Mount{{HostPath: proj, Name: "app", ReadOnly: true}}
-	o := s.sh(t, spec, "ls /workspace/group /workspace/extra/app")
+	o := s.sh(t, spec, "echo /workspace/extra/app/* /workspace/group/*")
 	require.NoError(t, o.Err)
 	require.Len(t, swapped, 4, "the backend ran the hook")
 	for _, err := range swapped {
 		require.NoError(t, err)
 	}
-	assert.Equal(t, "/workspace/extra/app:\nORIGINAL-MARK\n\n/workspace/group:\nORIGINAL\n", o.Stdout)
+	assert.Equal(t, "/workspace/extra/app/ORIGINAL-MARK /workspace/group/ORIGINAL\n", o.Stdout)
 
 	s.p.AfterOpen(s.b, nil)
-	o = s.sh(t, spec, "ls /workspace/group")
+	o = s.sh(t, spec, "echo /workspace/group/*")
 	require.Error(t, o.Err)
 	assert.Contains(t, o.Err.Error(), "symlinks are not followed")
 	assert.Empty(t, o.Stdout)
