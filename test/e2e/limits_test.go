@@ -67,3 +67,19 @@ func TestRunAtItsLimitSaysWhich(t *testing.T) {
 	owner := strings.Join(harness.Texts(h.TG.SentTo(harness.OwnerID)), "\n")
 	assert.Contains(t, owner, "The agent of group family failed after retries: it was stopped at its memory limit of 64 MiB")
 }
+
+// A profile's process limit is the agent's: under it the agent holds 20
+// processes at once and answers. On gVisor the sandbox's cgroup on the host
+// also counts runsc's own threads (the Sentry's, a stub per process); a
+// limit that left them no room ended the sandbox before the agent ran.
+func TestProcessLimitLeavesTheAgentItsProcesses(t *testing.T) {
+	h := harness.New(t, harness.Options{Owner: true, Profiles: `{"profiles":{"few":{"pids":48}}}`})
+	h.RegisterGroup(t, "family")
+	h.OwnerSays("/profile family few")
+	h.WaitFor(harness.OwnerID, "family now runs with the profile few")
+	cmd := `p=""; for i in $(seq 20); do sleep 120 & p="$p $!"; done; n=0; for q in $p; do kill -0 $q && n=$((n+1)); done; echo HELD=$n; kill $p`
+	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, fmt.Sprintf("@Andy TOOL bash {%q:%q}", "command", cmd))
+	got := h.Replies(harness.GroupChat, 1)[0]
+	assert.Contains(t, got, "HELD=20", "all 20 processes alive at once")
+	assert.NotContains(t, got, "process limit")
+}

@@ -32,7 +32,7 @@ func (g *Backend) makeCgroup(id string, lim sandbox.Limits) (err error) {
 	files := map[string][][2]string{
 		// The memory limit first: memsw may not be below it.
 		"memory": {{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}},
-		"pids":   {{"pids.max", strconv.Itoa(lim.Pids)}},
+		"pids":   {{"pids.max", strconv.Itoa(hostPids(lim.Pids))}},
 	}
 	for _, c := range ownedControllers {
 		dir := filepath.Join("/sys/fs/cgroup", c, g.cfg.Prefix, id)
@@ -55,3 +55,12 @@ func (g *Backend) makeCgroup(id string, lim sandbox.Limits) (err error) {
 	}
 	return nil
 }
+
+// hostPids is the pids limit of the sandbox's cgroup on the host, for a
+// profile's limit of pids. The cgroup holds runsc's own threads too: the
+// Sentry's, the gofer's and, under the ptrace platform, a stub process of
+// several threads per agent process (about ten host pids per sleeping
+// process here, runsc 2022-12-19). gVisor enforces no process limit of its
+// own, so this bounds the host's pids; an agent past it ends the whole
+// sandbox rather than seeing fork fail.
+func hostPids(pids int) int { return 64 + 8*pids }
