@@ -237,7 +237,7 @@ func TestEgressThroughTheProxy(t *testing.T) {
 
 	// The byte cap: a 64 MiB download in a run capped at 8 MiB is cut.
 	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy\n"+bashTool(
-		`curl -sS --max-time 60 -o /tmp/big http://`+srv.http+`/big 2>&1 | head -c 200; echo; echo BIGSIZE=$(stat -c %s /tmp/big); echo BIG-DONE`, 90))
+		`curl -sS --max-time 60 -o /tmp/big http://`+srv.http+`/big 2>&1 | head -c 200; echo; echo BIGSIZE=$(wc -c </tmp/big); echo BIG-DONE`, 90))
 	got = h.Replies(harness.GroupChat, 2)[1]
 	t.Log(got)
 	require.Contains(t, got, "BIG-DONE")

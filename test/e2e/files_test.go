@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ func TestSendFileRefusals(t *testing.T) {
 		toolLine("send_file", map[string]any{"path": "/workspace/group/passwd"}),
 		toolLine("send_file", map[string]any{"path": "/workspace/group/etc/passwd"}),
 		toolLine("send_file", map[string]any{"path": "/workspace/group/pipe"}),
+		toolLine("send_file", map[string]any{"path": "/workspace/group/hostpipe"}),
 		toolLine("send_file", map[string]any{"path": "/workspace/group/dir"}),
 		toolLine("send_file", map[string]any{"path": "/workspace/group/big"}),
 		toolLine("send_file", map[string]any{"path": "/workspace/group/../work/secret.txt"}),
@@ -87,10 +89,27 @@ func TestSendFileRefusals(t *testing.T) {
 		toolLine("send_file", map[string]any{"path": "/workspace/group/mine.txt", "chat_id": harness.OwnerID}),
 	}
 	require.NoError(t, writeFile(h.Dir+"/groups/work/secret.txt", "WORK-SECRET"))
+	// A FIFO made inside gVisor lives in gVisor's kernel only, never on the
+	// host's disk: so the host plants one too, which every backend must
+	// refuse as not a regular file.
+	require.NoError(t, syscall.Mkfifo(filepath.Join(h.Dir, "groups", "family", "hostpipe"), 0o666))
 	h.Say(harness.GroupChat, "supergroup", "Family Chat", harness.MemberID, "@Andy\n"+strings.Join(calls, "\n"))
 	got := strings.Join(h.Replies(harness.GroupChat, 1), "\n")
 	assert.Contains(t, got, "PREPARED")
-	assert.Equal(t, len(calls)-1, strings.Count(got, "denied: "), "every send_file refused:\n%s", got)
+	assert.Contains(t, got, "denied: /workspace/group/hostpipe is not a regular file")
+	refused := len(calls) - 1
+	// The sandbox's own FIFO: refused as one where it is on the host's
+	// disk, or there is no file for the host to send.
+	if fi, err := os.Lstat(filepath.Join(h.Dir, "groups", "family", "pipe")); err == nil {
+		assert.Equal(t, os.ModeNamedPipe, fi.Mode().Type())
+		assert.Contains(t, got, "denied: /workspace/group/pipe is not a regular file")
+	} else {
+		require.ErrorIs(t, err, os.ErrNotExist)
+		assert.Equal(t, "gvisor", harness.Backend(), "only gVisor keeps the sandbox's FIFO off the disk")
+		assert.Contains(t, got, "no file at /workspace/group/pipe")
+		refused--
+	}
+	assert.Equal(t, refused, strings.Count(got, "denied: "), "every send_file refused:\n%s", got)
 	for _, want := range []string{"symlink", "not a regular file", "larger than 50 MB", "only files under", "may only send"} {
 		assert.Contains(t, got, want)
 	}
