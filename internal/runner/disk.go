@@ -113,8 +113,8 @@ func walkDir(fd int, name string, depth int, u *diskUsage) error {
 				return err
 			}
 		}
-		// ENOENT: the directory was removed while it was being listed;
-		// what it held is gone with it.
+		// ENOENT: the directory was removed while it was being listed,
+		// which the kernel allows only once it is empty.
 		if errors.Is(err, io.EOF) || errors.Is(err, unix.ENOENT) || (err == nil && len(names) == 0) {
 			return nil
 		}

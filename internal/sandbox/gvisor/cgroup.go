@@ -61,6 +61,7 @@ func (g *Backend) makeCgroup(id string, lim sandbox.Limits) (err error) {
 // Sentry's, the gofer's and, under the ptrace platform, a stub process of
 // several threads per agent process (about ten host pids per sleeping
 // process here, runsc 2022-12-19). gVisor enforces no process limit of its
-// own, so this bounds the host's pids; an agent past it ends the whole
-// sandbox rather than seeing fork fail.
+// own, so this bounds the host's pids, and the agent gets roughly, not
+// exactly, the profile's number of processes; past it the whole sandbox
+// ends rather than a fork failing.
 func hostPids(pids int) int { return 64 + 8*pids }
